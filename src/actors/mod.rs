@@ -1,0 +1,1 @@
+//! actors (in progress)

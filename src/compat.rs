@@ -1,0 +1,1 @@
+//! compat (in progress)

@@ -1,0 +1,141 @@
+//! The one error type of snarkpipe. Every variant carries what a caller needs to act on it.
+
+use crate::stage::Stage;
+
+/// Everything that can go wrong while proving, with enough context to act on.
+///
+/// `Error` is `Clone` so that one failure can be reported to every handle that waits on it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The parameters were made for a different circuit shape.
+    #[error("parameters do not match the circuit: {what}: the parameters have {in_params}, the circuit needs {in_circuit}")]
+    ParamsMismatch { what: &'static str, in_params: usize, in_circuit: usize },
+
+    /// A `.params` file could not be read or is malformed.
+    #[error("parameter file {path}: {reason}")]
+    ParamsFile { path: String, reason: String },
+
+    /// A point in the parameters is not on the curve or not in the prime-order subgroup.
+    #[error("invalid point in the parameters: {0}")]
+    InvalidPoint(String),
+
+    /// The verifying key has delta at infinity: the parameters are malformed or malicious.
+    #[error("the verifying key's delta is the point at infinity; refusing to prove with subverted parameters")]
+    UnexpectedIdentity,
+
+    /// Circuit synthesis failed (missing assignment, division by zero, ...).
+    #[error("circuit synthesis failed: {0}")]
+    Synthesis(String),
+
+    /// A circuit variable had no assigned value.
+    #[error("a variable has no assignment: prove with a witness, not with a key-generation circuit")]
+    MissingAssignment,
+
+    /// The circuit has no constraints and no inputs beyond ONE.
+    #[error("the circuit is empty: it has no constraints")]
+    EmptyCircuit,
+
+    /// The circuit needs a domain larger than BLS12-381's Fr supports (2^32).
+    #[error("the circuit needs a domain of 2^{log_n}, larger than the 2^32 that Fr supports")]
+    DomainTooLarge { log_n: u32 },
+
+    /// The witness does not satisfy a constraint (only checked when the satisfaction check is on).
+    #[error("the witness does not satisfy constraint {index}{}", name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default())]
+    Unsatisfied { index: usize, name: Option<String> },
+
+    /// The r and s vectors of a batch do not match the number of circuits.
+    #[error("randomness of the wrong length: {circuits} circuits but {r} values of r and {s} of s")]
+    RandomnessLength { circuits: usize, r: usize, s: usize },
+
+    /// A proof request with no partitions.
+    #[error("the proof request has no partitions")]
+    EmptyRequest,
+
+    /// A partition whose plan can never fit the device, refused at admission.
+    #[error("partition needs {needed_bytes} bytes of device memory but device {device} has only {capacity_bytes} bytes for proving; use a larger GPU or a smaller partition")]
+    PlanExceedsDevice { device: usize, needed_bytes: u64, capacity_bytes: u64 },
+
+    /// The device (real or modelled) could not allocate memory.
+    #[error("device {device} is out of memory: asked for {requested_bytes} bytes")]
+    OutOfMemory { device: usize, requested_bytes: u64 },
+
+    /// A device operation failed (driver error, copy, launch, pinning).
+    #[error("device {device}: {operation} failed: {message}")]
+    Device { device: usize, operation: &'static str, message: String },
+
+    /// A failure inside a pipeline stage, naming the stage and the partition.
+    #[error("partition {partition}: stage {stage} failed: {cause}")]
+    Stage { partition: usize, stage: Stage, cause: Box<Error> },
+
+    /// A stage's handler panicked; the actor was restarted.
+    #[error("a panic in the {stage} stage: {message}")]
+    Panicked { stage: Stage, message: String },
+
+    /// The request was cancelled by its owner.
+    #[error("the request was cancelled")]
+    Cancelled,
+
+    /// The prover is shutting down or has shut down.
+    #[error("the prover has shut down")]
+    ShutDown,
+
+    /// The requested backend is not available on this machine.
+    #[error("backend unavailable: {0}")]
+    BackendUnavailable(String),
+
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// An I/O error, with the path or operation it came from.
+    #[error("{context}: {message}")]
+    Io { context: String, message: String },
+
+    /// A fault injected on purpose by the fault-injection wrapper.
+    #[error("injected fault: {0}")]
+    Injected(String),
+}
+
+impl Error {
+    /// Wraps a cause with the stage and partition it happened in.
+    pub fn in_stage(self, partition: usize, stage: Stage) -> Error {
+        match self {
+            already @ Error::Stage { .. } => already,
+            cause => Error::Stage { partition, stage, cause: Box::new(cause) },
+        }
+    }
+
+    /// The innermost cause, unwrapping stage context.
+    pub fn root_cause(&self) -> &Error {
+        match self {
+            Error::Stage { cause, .. } => cause.root_cause(),
+            other => other,
+        }
+    }
+
+    /// Whether this failure (or its cause) was injected on purpose.
+    pub fn is_injected(&self) -> bool {
+        matches!(self.root_cause(), Error::Injected(_))
+            || matches!(self.root_cause(), Error::Panicked { message, .. } if message.contains("injected"))
+    }
+
+    pub(crate) fn io(context: impl Into<String>, err: std::io::Error) -> Error {
+        Error::Io { context: context.into(), message: err.to_string() }
+    }
+}
+
+impl From<bellperson::SynthesisError> for Error {
+    fn from(err: bellperson::SynthesisError) -> Error {
+        use bellperson::SynthesisError as S;
+        match err {
+            S::AssignmentMissing => Error::MissingAssignment,
+            S::UnexpectedIdentity => Error::UnexpectedIdentity,
+            S::PolynomialDegreeTooLarge => Error::DomainTooLarge { log_n: 33 },
+            S::IoError(e) => Error::io("reading parameters", e),
+            other => Error::Synthesis(other.to_string()),
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

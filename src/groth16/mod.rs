@@ -1,0 +1,1 @@
+//! groth16 (in progress)

@@ -1,0 +1,34 @@
+//! snarkpipe: a GPU Groth16 prover for BLS12-381, built as a pipeline of actors.
+//!
+//! One partition (one circuit's witness) flows through these stages, each run by its own actor
+//! (see `actors.md` for the messages, ownership and failure paths):
+//!
+//! ```text
+//!  request ─► budget ─► pin ─► htod ─► ntt ─► msm ─► dtoh ─► assemble ─► proof
+//!             (grant)  (page-lock) (copy)  (h = (ab−c)/Z) (G1, G2) (copy)  (A, B, C)
+//! ```
+//!
+//! The actors reach the GPU through one seam, [`backend::Device`], implemented by a CPU
+//! backend that models a device (memory capacity, in-order streams, events) and by CUDA.
+//! The CPU reference maths in [`math`] and [`groth16`] is what every device result is
+//! checked against, and [`compat`] offers drop-in versions of bellperson's proving calls.
+#![deny(unsafe_code)]
+
+pub mod actors;
+pub mod backend;
+pub mod circuit;
+pub mod compat;
+pub mod error;
+pub mod groth16;
+pub mod math;
+pub mod params;
+pub mod prover;
+pub mod stage;
+pub mod synthetic;
+pub mod timeline;
+
+pub use error::{Error, Result};
+pub use stage::Stage;
+
+/// The scalar field of BLS12-381.
+pub use blstrs::Scalar;

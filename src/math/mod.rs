@@ -1,0 +1,1 @@
+//! math (in progress)
