@@ -1,1 +1,6 @@
-//! timeline (in progress)
+//! The recorded timeline of a run: one span per partition per stage, per actor and per
+//! device stream, exported as a Chrome trace (Perfetto), an SVG Gantt chart and a summary.
+
+pub mod recorder;
+
+pub use recorder::{Span, Timeline, TimelineRecorder, Track};
