@@ -1,0 +1,122 @@
+// Montgomery arithmetic over an N×32-bit-limb prime field, little-endian limbs.
+// The limbs are the same bytes as blst's [u64; N/2] (little-endian machine), so device
+// buffers are reinterpreted host values. Portable C++ (also compiles for the host) so that
+// the arithmetic can be checked on a machine without a GPU: see kernels/check/host_check.cpp.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define HD __host__ __device__ __forceinline__
+#else
+#define HD inline
+#define __host__
+#define __device__
+#endif
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// P: modulus, ONE: R mod P, R2: R^2 mod P, INV: -P^-1 mod 2^32.
+template <int N, const u32* (*P)(), u32 INV>
+struct mont_t {
+    u32 l[N];
+
+    static HD mont_t zero() { mont_t r; for (int i = 0; i < N; i++) r.l[i] = 0; return r; }
+    static HD mont_t modulus() { mont_t r; const u32* p = P(); for (int i = 0; i < N; i++) r.l[i] = p[i]; return r; }
+
+    HD bool is_zero() const { u32 acc = 0; for (int i = 0; i < N; i++) acc |= l[i]; return acc == 0; }
+    HD bool operator==(const mont_t& o) const { u32 acc = 0; for (int i = 0; i < N; i++) acc |= l[i] ^ o.l[i]; return acc == 0; }
+    HD bool operator!=(const mont_t& o) const { return !(*this == o); }
+
+    // r = a - b over N limbs, returns the borrow.
+    static HD u32 sub_raw(u32* r, const u32* a, const u32* b) {
+        u64 borrow = 0;
+        for (int i = 0; i < N; i++) {
+            u64 d = (u64)a[i] - b[i] - borrow;
+            r[i] = (u32)d;
+            borrow = (d >> 32) & 1;
+        }
+        return (u32)borrow;
+    }
+    static HD u32 add_raw(u32* r, const u32* a, const u32* b) {
+        u64 carry = 0;
+        for (int i = 0; i < N; i++) {
+            u64 s = (u64)a[i] + b[i] + carry;
+            r[i] = (u32)s;
+            carry = s >> 32;
+        }
+        return (u32)carry;
+    }
+    // Subtracts P once if x >= P (x < 2P, possibly with a carry limb `hi`).
+    static HD void reduce_once(u32* x, u32 hi) {
+        u32 t[N];
+        u32 borrow = sub_raw(t, x, P());
+        // keep t when x >= P, i.e. when the subtraction did not borrow (or x overflowed N limbs)
+        bool take = hi || !borrow;
+        for (int i = 0; i < N; i++) x[i] = take ? t[i] : x[i];
+    }
+
+    friend HD mont_t operator+(mont_t a, const mont_t& b) {
+        u32 c = add_raw(a.l, a.l, b.l);
+        reduce_once(a.l, c);
+        return a;
+    }
+    friend HD mont_t operator-(mont_t a, const mont_t& b) {
+        u32 borrow = sub_raw(a.l, a.l, b.l);
+        if (borrow) add_raw(a.l, a.l, P());
+        return a;
+    }
+    HD mont_t operator-() const {
+        if (is_zero()) return *this;
+        mont_t r;
+        sub_raw(r.l, P(), l);
+        return r;
+    }
+    HD mont_t dbl() const { return *this + *this; }
+
+    // CIOS Montgomery multiplication: a·b·R^-1 mod P, inputs and output < P.
+    friend HD mont_t operator*(const mont_t& a, const mont_t& b) {
+        const u32* p = P();
+        u32 t[N + 2];
+        for (int i = 0; i < N + 2; i++) t[i] = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            u64 c = 0;
+#pragma unroll
+            for (int j = 0; j < N; j++) {
+                u64 s = (u64)a.l[j] * b.l[i] + t[j] + c;
+                t[j] = (u32)s;
+                c = s >> 32;
+            }
+            u64 s = (u64)t[N] + c;
+            t[N] = (u32)s;
+            t[N + 1] = (u32)(s >> 32);
+            u32 m = t[0] * INV;
+            s = (u64)m * p[0] + t[0];
+            c = s >> 32;
+#pragma unroll
+            for (int j = 1; j < N; j++) {
+                s = (u64)m * p[j] + t[j] + c;
+                t[j - 1] = (u32)s;
+                c = s >> 32;
+            }
+            s = (u64)t[N] + c;
+            t[N - 1] = (u32)s;
+            t[N] = t[N + 1] + (u32)(s >> 32);
+        }
+        mont_t r;
+        for (int i = 0; i < N; i++) r.l[i] = t[i];
+        reduce_once(r.l, t[N]);
+        return r;
+    }
+    HD mont_t sqr() const { return *this * *this; }
+    HD mont_t& operator*=(const mont_t& b) { *this = *this * b; return *this; }
+    HD mont_t& operator+=(const mont_t& b) { *this = *this + b; return *this; }
+    HD mont_t& operator-=(const mont_t& b) { *this = *this - b; return *this; }
+
+    // Montgomery form -> canonical integer (multiply by 1).
+    HD mont_t from_mont() const {
+        mont_t one = zero();
+        one.l[0] = 1;
+        return *this * one;
+    }
+};
