@@ -21,6 +21,7 @@ pub mod compat;
 pub mod error;
 pub mod groth16;
 pub mod math;
+pub mod memory;
 pub mod params;
 pub mod prover;
 pub mod stage;

@@ -1,1 +1,200 @@
-//! backend (in progress)
+//! The seam between the pipeline and a device.
+//!
+//! The actors never touch a GPU directly: they allocate [`DeviceBuffer`]s, enqueue work on
+//! [`DeviceStream`]s and hand each other [`StageEvent`]s. Two devices sit behind the seam:
+//! [`cpu::CpuDevice`], which models a GPU on the CPU (a memory capacity that fails like an
+//! out-of-memory, streams that run queued work in order on their own thread, events), so
+//! that the budget, the overlap and every failure path run in CI; and the CUDA device.
+//! [`faults::FaultyDevice`] wraps either one and injects failures at a seeded rate.
+
+pub mod cpu;
+pub mod cuda;
+pub mod faults;
+mod event;
+mod work;
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G2Affine, Scalar};
+
+pub use event::StageEvent;
+pub use work::{FailureSlot, MsmSlot, PendingResults, WorkTag, MSM_RESULTS_BYTES};
+
+use crate::error::Result;
+use crate::timeline::TimelineRecorder;
+
+/// Which backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// CUDA when a GPU and driver are present, else the CPU (and say so).
+    Auto,
+    /// The CPU model of a device.
+    Cpu,
+    /// NVIDIA GPUs through CUDA; fails with a clear error when none is usable.
+    Cuda,
+}
+
+/// What a device is and how much memory it offers.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    /// Bytes of device memory that proving may use.
+    pub capacity_bytes: u64,
+    /// Whether stage times come from the device's own clock (CUDA events).
+    pub device_clock: bool,
+}
+
+/// A host address range to page-lock. Identity is the exact (address, length) pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostRange {
+    pub addr: usize,
+    pub len: usize,
+}
+
+impl HostRange {
+    /// The range a slice occupies.
+    pub fn of<T>(slice: &[T]) -> HostRange {
+        HostRange { addr: slice.as_ptr() as usize, len: std::mem::size_of_val(slice) }
+    }
+}
+
+/// What the driver said to a pin request. "Already registered" is state, not failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinOutcome {
+    /// This call page-locked the range; it must be unpinned later.
+    Pinned,
+    /// The range was already page-locked by someone else; it must not be unpinned by us.
+    AlreadyPinned,
+}
+
+/// Device memory. Cloning shares it; it is freed when the last handle is dropped, so work
+/// queued on a stream keeps its buffers alive until it has run.
+#[derive(Clone)]
+pub struct DeviceBuffer {
+    bytes: u64,
+    device: usize,
+    memory: Arc<dyn Any + Send + Sync>,
+}
+
+impl DeviceBuffer {
+    /// Wraps a backend's own allocation. The allocation frees itself on drop.
+    pub fn new(device: usize, bytes: u64, memory: Arc<dyn Any + Send + Sync>) -> DeviceBuffer {
+        DeviceBuffer { bytes, device, memory }
+    }
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    pub fn device(&self) -> usize {
+        self.device
+    }
+    /// The backend's allocation, for the backend that made it.
+    pub fn memory<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.memory.downcast_ref::<T>()
+    }
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeviceBuffer({} bytes on device {})", self.bytes, self.device)
+    }
+}
+
+/// Which curve group an MSM runs over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    G1,
+    G2,
+}
+
+/// One device as the pipeline sees it.
+pub trait Device: Send + Sync {
+    fn info(&self) -> DeviceInfo;
+
+    /// Bytes the backend has allocated right now (a leak check: 0 when idle).
+    fn allocated_bytes(&self) -> u64;
+
+    /// The driver's view of free memory, where the backend has one.
+    fn free_bytes(&self) -> Option<u64>;
+
+    /// Allocates device memory; fails with `Error::OutOfMemory` when the device is full.
+    fn allocate(&self, bytes: u64) -> Result<DeviceBuffer>;
+
+    /// Page-locks a host range for fast copies.
+    fn pin_host(&self, range: HostRange) -> Result<PinOutcome>;
+
+    /// Undoes `pin_host` for a range this process pinned.
+    fn unpin_host(&self, range: HostRange) -> Result<()>;
+
+    /// A new in-order work queue. Its work is recorded on `timeline` under the stream's name.
+    fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>>;
+
+    /// Scratch bytes a partition needs beside its inputs: NTT twiddles and MSM buckets for the
+    /// largest MSM of `max_msm_len` points. Part of every partition's memory plan.
+    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64;
+}
+
+/// An in-order queue of device work. Every call only enqueues; completion is observed through
+/// events. Each call clones the buffers it uses, so they live until the work has run.
+/// Work whose tag's failure slot is already set is skipped, and a failing piece of work sets
+/// it, so a failure stays inside its partition.
+pub trait DeviceStream: Send + Sync {
+    fn name(&self) -> &str;
+
+    /// Later work on this stream waits until `event` has completed (no host synchronisation).
+    fn wait_event(&self, event: &StageEvent) -> Result<()>;
+
+    /// An event that completes when all work queued so far has run.
+    fn record_event(&self) -> Result<StageEvent>;
+
+    fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;
+    fn copy_g1_to_device(&self, src: Arc<Vec<G1Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;
+    fn copy_g2_to_device(&self, src: Arc<Vec<G2Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;
+
+    /// The quotient polynomial: `a`, `b`, `c` hold evaluations over the domain of size
+    /// 2^log_n (zero-padded); afterwards `a` holds h's first 2^log_n − 1 coefficients.
+    fn quotient(
+        &self,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        log_n: u32,
+        workspace: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()>;
+
+    /// Σ scalars[i]·bases[i] over the first `len` elements, written to `slot` of `results`.
+    #[allow(clippy::too_many_arguments)]
+    fn msm(
+        &self,
+        group: Group,
+        bases: &DeviceBuffer,
+        scalars: &DeviceBuffer,
+        len: usize,
+        workspace: &DeviceBuffer,
+        results: &DeviceBuffer,
+        slot: MsmSlot,
+        tag: &WorkTag,
+    ) -> Result<()>;
+
+    /// Copies the MSM results back to the host; read them once the stream has passed this point.
+    fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults>;
+}
+
+/// Bytes of `n` scalars on a device.
+pub const fn scalar_bytes(n: usize) -> u64 {
+    (n as u64) * 32
+}
+
+/// Bytes of `n` G1 affine points on a device.
+pub const fn g1_bytes(n: usize) -> u64 {
+    (n as u64) * 96
+}
+
+/// Bytes of `n` G2 affine points on a device.
+pub const fn g2_bytes(n: usize) -> u64 {
+    (n as u64) * 192
+}

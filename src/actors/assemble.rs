@@ -1,0 +1,28 @@
+//! The assembly actor: waits for a partition's results to reach the host and assembles the
+//! proof A, B, C with the partition's r and s.
+
+use super::htod::missing;
+use super::messages::PartitionJob;
+use super::stage_actor::StageLogic;
+use crate::error::Result;
+use crate::groth16::assemble_proof;
+use crate::stage::Stage;
+
+/// Assembles proofs on the host.
+pub struct Assembly;
+
+impl StageLogic for Assembly {
+    const STAGE: Stage = Stage::Assemble;
+
+    fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
+        job.dtoh_done.as_ref().ok_or_else(|| missing("download event"))?.wait()?;
+        job.failure.check()?;
+        if let Some(resident) = &job.resident_key {
+            resident.failure.check()?;
+        }
+        let results = job.pending_results.take().ok_or_else(|| missing("results"))?.read()?;
+        job.msm_results = Some(results);
+        job.proof = Some(assemble_proof(&job.key.vk, &results, job.r, job.s)?);
+        Ok(())
+    }
+}

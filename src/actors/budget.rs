@@ -1,0 +1,349 @@
+//! The memory-budget actor: one per device. It grants a partition's whole device-memory plan
+//! before any of its stages starts, first come first served, and never over-commits.
+//!
+//! A [`Grant`] gives its bytes back when dropped: after success, after an error, and while a
+//! panic unwinds. A plan larger than the device fails at once instead of waiting forever.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+use crate::error::{Error, Result};
+
+/// What the budget reports about itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BudgetReport {
+    pub device: usize,
+    pub capacity_bytes: u64,
+    pub in_use_bytes: u64,
+    pub peak_bytes: u64,
+    /// Requests waiting for a grant.
+    pub waiting: usize,
+    pub grants_issued: u64,
+}
+
+/// The FIFO ledger behind the actor: pure bookkeeping, unit-tested on its own.
+#[derive(Debug)]
+pub struct BudgetLedger {
+    device: usize,
+    capacity_bytes: u64,
+    in_use_bytes: u64,
+    peak_bytes: u64,
+    grants_issued: u64,
+    waiting: VecDeque<(u64, Sender<Grant>)>,
+}
+
+impl BudgetLedger {
+    pub fn new(device: usize, capacity_bytes: u64) -> BudgetLedger {
+        BudgetLedger {
+            device,
+            capacity_bytes,
+            in_use_bytes: 0,
+            peak_bytes: 0,
+            grants_issued: 0,
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// Queues a request; grants are handed out in arrival order as room appears.
+    fn enqueue(&mut self, bytes: u64, reply: Sender<Grant>, releaser: &Releaser) {
+        self.waiting.push_back((bytes, reply));
+        self.grant_waiting(releaser);
+    }
+
+    /// Grants from the head of the queue while the head fits. The head is never skipped, so
+    /// a large plan cannot starve behind a stream of small ones.
+    fn grant_waiting(&mut self, releaser: &Releaser) {
+        while let Some(&(bytes, _)) = self.waiting.front() {
+            if self.in_use_bytes + bytes > self.capacity_bytes {
+                break;
+            }
+            let (bytes, reply) = self.waiting.pop_front().expect("front exists");
+            self.in_use_bytes += bytes;
+            self.peak_bytes = self.peak_bytes.max(self.in_use_bytes);
+            self.grants_issued += 1;
+            releaser.mirror(self.in_use_bytes, self.peak_bytes);
+            let grant = Grant { device: self.device, bytes, releaser: Some(releaser.clone()) };
+            // A requester that gave up drops its receiver: the grant comes straight back.
+            let _ = reply.send(grant);
+        }
+    }
+
+    fn release(&mut self, bytes: u64, releaser: &Releaser) {
+        self.in_use_bytes = self.in_use_bytes.saturating_sub(bytes);
+        releaser.mirror(self.in_use_bytes, self.peak_bytes);
+        self.grant_waiting(releaser);
+    }
+
+    fn report(&self) -> BudgetReport {
+        BudgetReport {
+            device: self.device,
+            capacity_bytes: self.capacity_bytes,
+            in_use_bytes: self.in_use_bytes,
+            peak_bytes: self.peak_bytes,
+            waiting: self.waiting.len(),
+            grants_issued: self.grants_issued,
+        }
+    }
+}
+
+/// The actor that owns a device's ledger.
+pub struct BudgetActor {
+    ledger: BudgetLedger,
+    releaser: Option<Releaser>,
+    mirror: Arc<BudgetMirror>,
+}
+
+impl Actor for BudgetActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.releaser = Some(Releaser { addr: ctx.address(), mirror: self.mirror.clone() });
+    }
+}
+
+/// Asks for `bytes`; the grant arrives on `reply` when it is this request's turn.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct RequestGrant {
+    bytes: u64,
+    reply: Sender<Grant>,
+}
+
+/// Gives bytes back (sent by a dropped [`Grant`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Release {
+    bytes: u64,
+}
+
+/// Asks for a report; answered after every message sent before it.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Report {
+    reply: Sender<BudgetReport>,
+}
+
+impl Handler<RequestGrant> for BudgetActor {
+    type Result = ();
+    fn handle(&mut self, msg: RequestGrant, _: &mut Context<Self>) {
+        let releaser = self.releaser.clone().expect("set when started");
+        self.ledger.enqueue(msg.bytes, msg.reply, &releaser);
+    }
+}
+
+impl Handler<Release> for BudgetActor {
+    type Result = ();
+    fn handle(&mut self, msg: Release, _: &mut Context<Self>) {
+        let releaser = self.releaser.clone().expect("set when started");
+        self.ledger.release(msg.bytes, &releaser);
+    }
+}
+
+impl Handler<Report> for BudgetActor {
+    type Result = ();
+    fn handle(&mut self, msg: Report, _: &mut Context<Self>) {
+        let _ = msg.reply.send(self.ledger.report());
+    }
+}
+
+/// Figures readable without a round trip to the actor (for progress and status).
+#[derive(Debug, Default)]
+struct BudgetMirror {
+    in_use_bytes: AtomicU64,
+    peak_bytes: AtomicU64,
+}
+
+/// How a grant finds its way back to the actor.
+#[derive(Clone)]
+struct Releaser {
+    addr: Addr<BudgetActor>,
+    mirror: Arc<BudgetMirror>,
+}
+
+impl Releaser {
+    fn mirror(&self, in_use: u64, peak: u64) {
+        self.mirror.in_use_bytes.store(in_use, Ordering::SeqCst);
+        self.mirror.peak_bytes.store(peak, Ordering::SeqCst);
+    }
+}
+
+/// Device memory granted to one partition (or one resident key). Dropping it releases it.
+pub struct Grant {
+    device: usize,
+    bytes: u64,
+    releaser: Option<Releaser>,
+}
+
+impl Grant {
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    pub fn device(&self) -> usize {
+        self.device
+    }
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        if let Some(releaser) = self.releaser.take() {
+            // If the actor system is already gone there is nobody left to tell.
+            releaser.addr.do_send(Release { bytes: self.bytes });
+        }
+    }
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Grant({} bytes on device {})", self.bytes, self.device)
+    }
+}
+
+/// A handle to a device's budget actor.
+#[derive(Clone)]
+pub struct MemoryBudget {
+    device: usize,
+    capacity_bytes: u64,
+    addr: Addr<BudgetActor>,
+    mirror: Arc<BudgetMirror>,
+}
+
+/// A request waiting for its turn; dropping it withdraws the request.
+pub struct PendingGrant {
+    receiver: Receiver<Grant>,
+}
+
+impl PendingGrant {
+    /// Waits for the grant, giving up (and withdrawing) once `give_up` returns true.
+    pub fn wait_unless(self, mut give_up: impl FnMut() -> bool) -> Option<Grant> {
+        loop {
+            match self.receiver.recv_timeout(std::time::Duration::from_millis(20)) {
+                Ok(grant) => return Some(grant),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) if !give_up() => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Waits for the grant.
+    pub fn wait(self) -> Option<Grant> {
+        self.receiver.recv().ok()
+    }
+
+    /// The grant, if it has already been made.
+    pub fn try_take(&self) -> Option<Grant> {
+        self.receiver.try_recv().ok()
+    }
+}
+
+impl MemoryBudget {
+    /// Starts the budget actor of `device` on the current actix system.
+    pub fn start(device: usize, capacity_bytes: u64) -> MemoryBudget {
+        let mirror = Arc::new(BudgetMirror::default());
+        let actor = BudgetActor { ledger: BudgetLedger::new(device, capacity_bytes), releaser: None, mirror: mirror.clone() };
+        MemoryBudget { device, capacity_bytes, addr: actor.start(), mirror }
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    /// Queues a request for `bytes`. A plan that can never fit fails now.
+    pub fn request(&self, bytes: u64) -> Result<PendingGrant> {
+        if bytes > self.capacity_bytes {
+            return Err(Error::PlanExceedsDevice {
+                device: self.device,
+                needed_bytes: bytes,
+                capacity_bytes: self.capacity_bytes,
+            });
+        }
+        let (reply, receiver) = bounded(1);
+        self.addr.try_send(RequestGrant { bytes, reply }).map_err(|_| Error::ShutDown)?;
+        Ok(PendingGrant { receiver })
+    }
+
+    /// The budget's state after every release sent before this call.
+    pub fn report(&self) -> Result<BudgetReport> {
+        let (reply, receiver) = bounded(1);
+        self.addr.try_send(Report { reply }).map_err(|_| Error::ShutDown)?;
+        receiver.recv_timeout(std::time::Duration::from_secs(10)).map_err(|_| Error::ShutDown)
+    }
+
+    /// Bytes in use right now, without a round trip (may lag by a message).
+    pub fn in_use_bytes(&self) -> u64 {
+        self.mirror.in_use_bytes.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::actors::system::ActorSystem;
+
+    fn budget(capacity: u64) -> (ActorSystem, MemoryBudget) {
+        let system = ActorSystem::start("budget-test").unwrap();
+        let budget = system.run(move || MemoryBudget::start(0, capacity)).unwrap();
+        (system, budget)
+    }
+
+    #[test]
+    fn grants_in_fifo_order_and_never_over_commits() {
+        let (_system, budget) = budget(100);
+        let first = budget.request(60).unwrap().wait().unwrap();
+        let big = budget.request(70).unwrap();
+        let small = budget.request(10).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(big.try_take().is_none(), "70 bytes were granted beside 60 of 100");
+        assert!(small.try_take().is_none(), "a later small request jumped the queue");
+        drop(first);
+        let big = big.wait().unwrap();
+        let small = small.wait().unwrap();
+        let report = budget.report().unwrap();
+        assert_eq!(report.in_use_bytes, 80);
+        assert_eq!(report.peak_bytes, 80);
+        drop((big, small));
+        let report = budget.report().unwrap();
+        assert_eq!((report.in_use_bytes, report.waiting), (0, 0));
+    }
+
+    #[test]
+    fn a_plan_larger_than_the_device_fails_at_once() {
+        let (_system, budget) = budget(100);
+        match budget.request(101) {
+            Err(Error::PlanExceedsDevice { needed_bytes: 101, capacity_bytes: 100, .. }) => {}
+            other => panic!("expected PlanExceedsDevice, got {:?}", other.map(|_| ())),
+        }
+        // The twin at exactly capacity is granted.
+        assert_eq!(budget.request(100).unwrap().wait().unwrap().bytes(), 100);
+    }
+
+    #[test]
+    fn a_grant_is_released_when_a_panic_unwinds() {
+        let (_system, budget) = budget(100);
+        let grant = budget.request(100).unwrap().wait().unwrap();
+        let panicked = std::thread::spawn(move || {
+            let _held = grant;
+            panic!("stage failed while holding its grant");
+        })
+        .join();
+        assert!(panicked.is_err());
+        assert_eq!(budget.report().unwrap().in_use_bytes, 0);
+        assert!(budget.request(100).unwrap().wait().is_some());
+    }
+
+    #[test]
+    fn a_withdrawn_request_does_not_keep_its_bytes() {
+        let (_system, budget) = budget(100);
+        let held = budget.request(100).unwrap().wait().unwrap();
+        let withdrawn = budget.request(50).unwrap();
+        assert!(withdrawn.wait_unless(|| true).is_none());
+        drop(held);
+        let report = budget.report().unwrap();
+        assert_eq!(report.in_use_bytes, 0, "a grant made to a withdrawn request leaked");
+    }
+}

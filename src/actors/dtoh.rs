@@ -1,0 +1,27 @@
+//! The device-to-host actor: queues the copy of the MSM results on the download stream once
+//! the partition's MSMs are done.
+
+use super::htod::missing;
+use super::messages::PartitionJob;
+use super::stage_actor::StageLogic;
+use crate::backend::MSM_RESULTS_BYTES;
+use crate::error::Result;
+use crate::stage::Stage;
+
+/// Collects results from the device.
+pub struct Collection;
+
+impl StageLogic for Collection {
+    const STAGE: Stage = Stage::Dtoh;
+
+    fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
+        let stream = job.pipeline.copy_out.clone();
+        job.used(&stream);
+        stream.wait_event(job.msm_done.as_ref().ok_or_else(|| missing("MSM event"))?)?;
+        let buffers = job.buffers.as_ref().ok_or_else(|| missing("device buffers"))?;
+        let tag = job.tag(Stage::Dtoh).with("bytes", MSM_RESULTS_BYTES);
+        job.pending_results = Some(stream.copy_results_to_host(&buffers.results, &tag)?);
+        job.dtoh_done = Some(stream.record_event()?);
+        Ok(())
+    }
+}

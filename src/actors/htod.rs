@@ -1,0 +1,68 @@
+//! The host-to-device actor: allocates the partition's device buffers under its grant and
+//! queues the copies on the device's upload stream (the proving key's too, once per device).
+
+use super::messages::{PartitionBuffers, PartitionJob};
+use super::stage_actor::StageLogic;
+use crate::backend::{scalar_bytes, Device, WorkTag, MSM_RESULTS_BYTES};
+use crate::error::{Error, Result};
+use crate::stage::Stage;
+
+/// Stages a partition onto the device.
+pub struct Staging;
+
+impl StageLogic for Staging {
+    const STAGE: Stage = Stage::Htod;
+
+    fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
+        let pipeline = job.pipeline.clone();
+        let stream = pipeline.copy_in.clone();
+        job.used(&stream);
+        let resident = job.resident_key.clone().ok_or_else(|| missing("resident key"))?;
+        if resident.claim_upload() {
+            let key = &job.key;
+            let tag = WorkTag::new(job.index, Stage::Htod, &resident.failure)
+                .with("partition", job.partition_id)
+                .with("what", "proving key")
+                .with("bytes", key.device_bytes());
+            stream.copy_g1_to_device(key.h.clone(), &resident.h, &tag)?;
+            stream.copy_g1_to_device(key.l.clone(), &resident.l, &tag)?;
+            stream.copy_g1_to_device(key.a.clone(), &resident.a, &tag)?;
+            stream.copy_g1_to_device(key.b_g1.clone(), &resident.b_g1, &tag)?;
+            stream.copy_g2_to_device(key.b_g2.clone(), &resident.b_g2, &tag)?;
+            let _ = resident.uploaded.set(stream.record_event()?);
+        }
+
+        let device: &dyn Device = pipeline.device.as_ref();
+        let staged = job.staged.as_ref().ok_or_else(|| missing("pinned inputs"))?;
+        let domain = 1usize << job.log_n;
+        let scalars = |n: usize| device.allocate(scalar_bytes(n.max(1)));
+        let buffers = PartitionBuffers {
+            a: scalars(domain)?,
+            b: scalars(domain)?,
+            c: scalars(domain)?,
+            aux: scalars(staged.aux.len())?,
+            a_query: scalars(staged.a_query.len())?,
+            b_query: scalars(staged.b_query.len())?,
+            workspace: device.allocate(device.workspace_bytes(job.log_n, domain.max(staged.aux.len())).max(1))?,
+            results: device.allocate(MSM_RESULTS_BYTES)?,
+        };
+        for (src, dst) in [
+            (&staged.a, &buffers.a),
+            (&staged.b, &buffers.b),
+            (&staged.c, &buffers.c),
+            (&staged.aux, &buffers.aux),
+            (&staged.a_query, &buffers.a_query),
+            (&staged.b_query, &buffers.b_query),
+        ] {
+            let tag = job.tag(Stage::Htod).with("bytes", scalar_bytes(src.len()));
+            stream.copy_scalars_to_device(src.shared(), dst, &tag)?;
+        }
+        job.buffers = Some(buffers);
+        job.htod_done = Some(stream.record_event()?);
+        Ok(())
+    }
+}
+
+pub(crate) fn missing(what: &str) -> Error {
+    Error::Synthesis(format!("internal: the partition reached a stage without its {what}"))
+}

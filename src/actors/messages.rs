@@ -1,0 +1,137 @@
+//! The messages the actors pass: one partition on its way through the stages, with
+//! everything it holds. Dropping a job releases all of it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use actix::Message;
+use blstrs::{Bls12, Scalar};
+use bellperson::groth16::Proof;
+
+use super::budget::Grant;
+use super::pipeline::{DevicePipeline, ResidentKey};
+use crate::backend::faults::FaultInjector;
+use crate::backend::{DeviceBuffer, DeviceStream, FailureSlot, PendingResults, StageEvent, WorkTag};
+use crate::circuit::Witness;
+use crate::error::Result;
+use crate::groth16::MsmResults;
+use crate::memory::PinnedScalars;
+use crate::params::ProvingKey;
+use crate::prover::request::{InFlightToken, RequestState};
+use crate::stage::Stage;
+use crate::timeline::TimelineRecorder;
+
+/// Passes a partition to the next stage's actor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Advance(pub Box<PartitionJob>);
+
+/// The host buffers a partition is staged from, page-locked and reused through the pool.
+pub struct StagedInputs {
+    pub a: PinnedScalars,
+    pub b: PinnedScalars,
+    pub c: PinnedScalars,
+    pub aux: PinnedScalars,
+    pub a_query: PinnedScalars,
+    pub b_query: PinnedScalars,
+}
+
+/// The device memory of one partition, allocated under its grant.
+pub struct PartitionBuffers {
+    pub a: DeviceBuffer,
+    pub b: DeviceBuffer,
+    pub c: DeviceBuffer,
+    pub aux: DeviceBuffer,
+    pub a_query: DeviceBuffer,
+    pub b_query: DeviceBuffer,
+    pub workspace: DeviceBuffer,
+    pub results: DeviceBuffer,
+}
+
+/// One partition in flight.
+pub struct PartitionJob {
+    pub request: Arc<RequestState>,
+    /// The partition's index within its request.
+    pub index: usize,
+    /// A number unique within the prover, used on the timeline.
+    pub partition_id: usize,
+    pub witness: Arc<Witness>,
+    pub key: Arc<ProvingKey>,
+    pub r: Scalar,
+    pub s: Scalar,
+    pub log_n: u32,
+    pub pipeline: Arc<DevicePipeline>,
+    /// Which compute stream (worker) of the device runs its NTT and MSM.
+    pub worker: usize,
+    pub failure: FailureSlot,
+    pub faults: Arc<FaultInjector>,
+    pub timeline: TimelineRecorder,
+    pub attempt: usize,
+
+    // Held while in flight, released (in this order) when the job is dropped.
+    pub pending_results: Option<PendingResults>,
+    pub buffers: Option<PartitionBuffers>,
+    pub staged: Option<StagedInputs>,
+    pub resident_key: Option<Arc<ResidentKey>>,
+    pub grant: Option<Grant>,
+    pub streams_used: Vec<Arc<dyn DeviceStream>>,
+    pub htod_done: Option<StageEvent>,
+    pub ntt_done: Option<StageEvent>,
+    pub msm_done: Option<StageEvent>,
+    pub dtoh_done: Option<StageEvent>,
+    pub msm_results: Option<MsmResults>,
+    pub proof: Option<Proof<Bls12>>,
+    pub(crate) _token: Option<InFlightToken>,
+}
+
+impl PartitionJob {
+    /// A tag for device work of this partition in `stage`.
+    pub fn tag(&self, stage: Stage) -> WorkTag {
+        WorkTag::new(self.index, stage, &self.failure).with("partition", self.partition_id)
+    }
+
+    /// Details of a stage for the timeline.
+    pub fn stage_args(&self, stage: Stage) -> BTreeMap<String, serde_json::Value> {
+        let mut args = BTreeMap::new();
+        args.insert("partition".into(), self.partition_id.into());
+        args.insert("request".into(), self.request.id.into());
+        args.insert("log_n".into(), self.log_n.into());
+        args.insert("worker".into(), self.worker.into());
+        if stage == Stage::Budget {
+            args.insert("bytes".into(), self.grant.as_ref().map_or(0, |g| g.bytes()).into());
+        }
+        args
+    }
+
+    /// Remembers a stream this job queued work on, so a failure can wait for it to drain.
+    pub fn used(&mut self, stream: &Arc<dyn DeviceStream>) {
+        if !self.streams_used.iter().any(|s| Arc::ptr_eq(s, stream)) {
+            self.streams_used.push(stream.clone());
+        }
+    }
+
+    /// Sends the job to the actor of the stage after `stage`.
+    pub fn forward_after(self: Box<Self>, stage: Stage) {
+        let pipeline = self.pipeline.clone();
+        pipeline.forward_after(stage, self);
+    }
+
+    /// Ends the job: on failure first lets queued device work drain (it is skipped, as the
+    /// failure slot is set), then releases buffers, pinned memory and the grant, and only
+    /// then reports the outcome, so a caller who sees the result sees everything released.
+    pub fn finish(mut self: Box<Self>, outcome: Result<Proof<Bls12>>) {
+        if let Err(err) = &outcome {
+            self.failure.fail(err.clone());
+            for stream in std::mem::take(&mut self.streams_used) {
+                if let Ok(drained) = stream.record_event() {
+                    let _ = drained.wait();
+                }
+            }
+        }
+        let (request, index, attempt) = (self.request.clone(), self.index, self.attempt);
+        let witness = self.witness.clone();
+        // Fields drop in declaration order: results, buffers, pinned inputs, key, grant, token.
+        drop(self);
+        request.complete(index, attempt, witness, outcome);
+    }
+}

@@ -1,0 +1,30 @@
+//! The NTT actor: queues the quotient polynomial h = (a·b − c)/Z on the partition's worker
+//! stream, after its uploads.
+
+use super::htod::missing;
+use super::messages::PartitionJob;
+use super::stage_actor::StageLogic;
+use crate::backend::scalar_bytes;
+use crate::error::Result;
+use crate::stage::Stage;
+
+/// Computes h on the device.
+pub struct Quotient;
+
+impl StageLogic for Quotient {
+    const STAGE: Stage = Stage::Ntt;
+
+    fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
+        let stream = job.pipeline.compute[job.worker].clone();
+        job.used(&stream);
+        stream.wait_event(job.htod_done.as_ref().ok_or_else(|| missing("upload event"))?)?;
+        let buffers = job.buffers.as_ref().ok_or_else(|| missing("device buffers"))?;
+        let tag = job
+            .tag(Stage::Ntt)
+            .with("log_n", job.log_n)
+            .with("bytes", 3 * scalar_bytes(1usize << job.log_n));
+        stream.quotient(&buffers.a, &buffers.b, &buffers.c, job.log_n, &buffers.workspace, &tag)?;
+        job.ntt_done = Some(stream.record_event()?);
+        Ok(())
+    }
+}

@@ -1,0 +1,254 @@
+//! One device's pipeline: its device, budget, pinned pool, streams, resident keys and the
+//! addresses of its stage actors.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Instant;
+
+use actix::Addr;
+use parking_lot::Mutex;
+
+use super::admission::Admission;
+use super::assemble::Assembly;
+use super::budget::{Grant, MemoryBudget};
+use super::dtoh::Collection;
+use super::htod::Staging;
+use super::messages::{Advance, PartitionJob};
+use super::msm::Multiexp;
+use super::ntt::Quotient;
+use super::pin::Pinning;
+use super::stage_actor::StageActor;
+use crate::backend::{g1_bytes, g2_bytes, Device, DeviceBuffer, DeviceStream, FailureSlot, StageEvent};
+use crate::error::Result;
+use crate::memory::{PinLease, PinnedPool, PinnedRegistry};
+use crate::params::ProvingKey;
+use crate::stage::Stage;
+use crate::timeline::TimelineRecorder;
+
+/// The addresses of one device's stage actors.
+pub struct StageAddrs {
+    pub admission: Addr<StageActor<Admission>>,
+    pub pin: Addr<StageActor<Pinning>>,
+    pub htod: Addr<StageActor<Staging>>,
+    pub ntt: Addr<StageActor<Quotient>>,
+    pub msm: Addr<StageActor<Multiexp>>,
+    pub dtoh: Addr<StageActor<Collection>>,
+    pub assemble: Addr<StageActor<Assembly>>,
+}
+
+/// A proving key held on a device, shared by every partition that uses it.
+pub struct ResidentKey {
+    key: Weak<ProvingKey>,
+    pub h: DeviceBuffer,
+    pub l: DeviceBuffer,
+    pub a: DeviceBuffer,
+    pub b_g1: DeviceBuffer,
+    pub b_g2: DeviceBuffer,
+    /// Set once the copies are queued; partitions wait for it.
+    pub uploaded: OnceLock<StageEvent>,
+    upload_started: AtomicBool,
+    /// A failed upload fails every partition that used the key, and evicts it.
+    pub failure: FailureSlot,
+    pub pins: Mutex<Vec<PinLease>>,
+    last_used: Mutex<Instant>,
+    _grant: Grant,
+}
+
+impl ResidentKey {
+    pub fn bytes(&self) -> u64 {
+        self._grant.bytes()
+    }
+    pub fn is_key(&self, key: &Arc<ProvingKey>) -> bool {
+        self.key.upgrade().is_some_and(|k| Arc::ptr_eq(&k, key))
+    }
+    /// True for the one caller that must queue the upload.
+    pub fn claim_upload(&self) -> bool {
+        !self.upload_started.swap(true, Ordering::SeqCst)
+    }
+}
+
+/// Everything one device needs to prove.
+pub struct DevicePipeline {
+    pub ordinal: usize,
+    pub device: Arc<dyn Device>,
+    pub budget: MemoryBudget,
+    pub pool: PinnedPool,
+    pub copy_in: Arc<dyn DeviceStream>,
+    pub copy_out: Arc<dyn DeviceStream>,
+    pub compute: Vec<Arc<dyn DeviceStream>>,
+    pub timeline: TimelineRecorder,
+    keys: Mutex<Vec<Arc<ResidentKey>>>,
+    stages: OnceLock<StageAddrs>,
+    in_flight: AtomicUsize,
+    next_worker: AtomicUsize,
+}
+
+impl DevicePipeline {
+    /// Builds the pipeline of `device` and starts its actors; call on the actor system.
+    pub fn start(
+        device: Arc<dyn Device>,
+        budget_bytes: u64,
+        workers: usize,
+        in_flight: usize,
+        timeline: TimelineRecorder,
+    ) -> Result<Arc<DevicePipeline>> {
+        let ordinal = device.info().ordinal;
+        let workers = workers.max(1);
+        let copy_in = device.new_stream("htod", timeline.clone())?;
+        let copy_out = device.new_stream("dtoh", timeline.clone())?;
+        let compute = (0..workers)
+            .map(|w| device.new_stream(&format!("compute{w}"), timeline.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        let registry = PinnedRegistry::new(device.clone());
+        let pipeline = Arc::new(DevicePipeline {
+            ordinal,
+            budget: MemoryBudget::start(ordinal, budget_bytes),
+            pool: PinnedPool::new(registry, 6 * in_flight.max(1)),
+            device,
+            copy_in,
+            copy_out,
+            compute,
+            timeline,
+            keys: Mutex::new(Vec::new()),
+            stages: OnceLock::new(),
+            in_flight: AtomicUsize::new(0),
+            next_worker: AtomicUsize::new(0),
+        });
+        let stages = StageAddrs {
+            admission: StageActor::start(1, ordinal, || Admission),
+            pin: StageActor::start(1, ordinal, || Pinning),
+            htod: StageActor::start(1, ordinal, || Staging),
+            ntt: StageActor::start(workers, ordinal, || Quotient),
+            msm: StageActor::start(workers, ordinal, || Multiexp),
+            dtoh: StageActor::start(1, ordinal, || Collection),
+            assemble: StageActor::start(workers, ordinal, || Assembly),
+        };
+        let _ = pipeline.stages.set(stages);
+        Ok(pipeline)
+    }
+
+    pub fn workers(&self) -> usize {
+        self.compute.len()
+    }
+
+    /// Picks the compute stream (worker) for the next partition, round robin.
+    pub fn next_worker(&self) -> usize {
+        self.next_worker.fetch_add(1, Ordering::SeqCst) % self.compute.len()
+    }
+
+    /// Partitions admitted to this device and not yet finished.
+    pub fn load(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn track_in_flight(&self, delta: isize) {
+        if delta >= 0 {
+            self.in_flight.fetch_add(delta as usize, Ordering::SeqCst);
+        } else {
+            self.in_flight.fetch_sub((-delta) as usize, Ordering::SeqCst);
+        }
+    }
+
+    /// Hands a new partition to this device's admission actor.
+    pub fn admit(&self, job: Box<PartitionJob>) {
+        self.stages().admission.do_send(Advance(job));
+    }
+
+    fn stages(&self) -> &StageAddrs {
+        self.stages.get().expect("set in start")
+    }
+
+    /// Sends a job to the actor of the stage after `stage`.
+    pub fn forward_after(&self, stage: Stage, job: Box<PartitionJob>) {
+        let stages = self.stages();
+        let message = Advance(job);
+        match stage {
+            Stage::Budget => stages.pin.do_send(message),
+            Stage::Pin => stages.htod.do_send(message),
+            Stage::Htod => stages.ntt.do_send(message),
+            Stage::Ntt => stages.msm.do_send(message),
+            Stage::Msm => stages.dtoh.do_send(message),
+            Stage::Dtoh => stages.assemble.do_send(message),
+            Stage::Assemble => unreachable!("assembly finishes the job"),
+        }
+    }
+
+    /// The key if it is resident here (and still valid).
+    pub fn resident_key(&self, key: &Arc<ProvingKey>) -> Option<Arc<ResidentKey>> {
+        let mut keys = self.keys.lock();
+        keys.retain(|k| !k.failure.is_failed() && k.key.strong_count() > 0);
+        let found = keys.iter().find(|k| k.is_key(key)).cloned();
+        if let Some(k) = &found {
+            *k.last_used.lock() = Instant::now();
+        }
+        found
+    }
+
+    /// Whether `key` is resident on this device.
+    pub fn holds_key(&self, key: &Arc<ProvingKey>) -> bool {
+        self.keys.lock().iter().any(|k| k.is_key(key) && !k.failure.is_failed())
+    }
+
+    /// Evicts idle keys, least recently used first, until `needed` more bytes could be granted.
+    pub fn evict_idle_keys_for(&self, needed: u64) {
+        let mut keys = self.keys.lock();
+        keys.sort_by_key(|k| *k.last_used.lock());
+        let mut free = self.budget.capacity_bytes().saturating_sub(self.budget.in_use_bytes());
+        while free < needed {
+            let Some(i) = keys.iter().position(|k| Arc::strong_count(k) == 1) else { break };
+            let evicted = keys.remove(i);
+            free += evicted.bytes();
+            tracing::info!(device = self.ordinal, bytes = evicted.bytes(), "evicting an idle proving key");
+        }
+    }
+
+    /// Evicts every idle key (explicit `evict`, or shutdown).
+    pub fn evict_key(&self, key: Option<&Arc<ProvingKey>>) -> usize {
+        let mut keys = self.keys.lock();
+        let before = keys.len();
+        keys.retain(|k| key.is_some_and(|key| !k.is_key(key)));
+        before - keys.len()
+    }
+
+    /// Makes `key` resident: allocates its buffers under `grant`; the htod actor queues the copies.
+    pub fn make_resident(&self, key: &Arc<ProvingKey>, grant: Grant) -> Result<Arc<ResidentKey>> {
+        let alloc = |bytes| self.device.allocate(bytes);
+        let resident = Arc::new(ResidentKey {
+            key: Arc::downgrade(key),
+            h: alloc(g1_bytes(key.h.len()))?,
+            l: alloc(g1_bytes(key.l.len()))?,
+            a: alloc(g1_bytes(key.a.len()))?,
+            b_g1: alloc(g1_bytes(key.b_g1.len()))?,
+            b_g2: alloc(g2_bytes(key.b_g2.len()))?,
+            uploaded: OnceLock::new(),
+            upload_started: AtomicBool::new(false),
+            failure: FailureSlot::new(),
+            pins: Mutex::new(Vec::new()),
+            last_used: Mutex::new(Instant::now()),
+            _grant: grant,
+        });
+        self.keys.lock().push(resident.clone());
+        Ok(resident)
+    }
+
+    /// Resident keys: how many and how many bytes.
+    pub fn residency(&self) -> (usize, u64) {
+        let keys = self.keys.lock();
+        (keys.len(), keys.iter().map(|k| k.bytes()).sum())
+    }
+
+    /// Bytes still pinned that no idle pool buffer or resident key explains (a leak check).
+    pub fn pinned_leaked_bytes(&self) -> u64 {
+        let key_pins: u64 =
+            self.keys.lock().iter().flat_map(|k| k.pins.lock().iter().map(|p| p.range().len as u64).collect::<Vec<_>>()).sum();
+        self.pool.registry().pinned_bytes().saturating_sub(self.pool.idle_bytes() + key_pins)
+    }
+}
+
+impl Drop for DevicePipeline {
+    fn drop(&mut self) {
+        self.keys.lock().clear();
+        self.pool.clear();
+    }
+}
+

@@ -1,0 +1,82 @@
+//! One generic sync actor runs every stage: it times the stage on its own track, turns errors
+//! and panics into a failure of that partition alone, restarts itself after a panic, and
+//! passes the partition on.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+
+use super::messages::{Advance, PartitionJob};
+use crate::backend::cpu::panic_message;
+use crate::error::{Error, Result};
+use crate::stage::Stage;
+use crate::timeline::Track;
+
+/// What a stage does to a partition. Returning `Ok` passes the partition to the next stage.
+pub trait StageLogic: Send + Unpin + 'static {
+    const STAGE: Stage;
+    fn advance(&mut self, job: &mut PartitionJob) -> Result<()>;
+}
+
+/// A sync actor running one stage's logic on its own thread.
+pub struct StageActor<S: StageLogic> {
+    logic: S,
+    device: usize,
+    worker: usize,
+}
+
+impl<S: StageLogic> Actor for StageActor<S> {
+    type Context = SyncContext<Self>;
+}
+
+impl<S: StageLogic> StageActor<S> {
+    /// Starts `threads` instances on their own threads; `make` builds each instance's logic
+    /// (again after a panic: actix's sync arbiter restarts an actor that stops).
+    pub fn start(threads: usize, device: usize, make: impl Fn() -> S + Send + Sync + 'static) -> Addr<StageActor<S>> {
+        let next_worker = Arc::new(AtomicUsize::new(0));
+        SyncArbiter::start(threads.max(1), move || StageActor {
+            logic: make(),
+            device,
+            worker: next_worker.fetch_add(1, Ordering::SeqCst) % threads.max(1),
+        })
+    }
+}
+
+impl<S: StageLogic> Handler<Advance> for StageActor<S> {
+    type Result = ();
+
+    fn handle(&mut self, Advance(mut job): Advance, ctx: &mut SyncContext<Self>) {
+        if job.request.is_cancelled() {
+            job.finish(Err(Error::Cancelled));
+            return;
+        }
+        let start = Instant::now();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            job.faults.maybe_panic(S::STAGE)?;
+            self.logic.advance(&mut job)
+        }));
+        let track = Track::Actor { name: S::STAGE.name().to_string(), device: Some(self.device), worker: Some(self.worker) };
+        job.timeline.record(track, S::STAGE, job.partition_id, start, Instant::now(), job.stage_args(S::STAGE));
+        match outcome {
+            Ok(Ok(())) if S::STAGE == Stage::Assemble => {
+                let proof = job.proof.take().ok_or_else(|| Error::Synthesis("internal: assembly made no proof".into()));
+                job.finish(proof);
+            }
+            Ok(Ok(())) => job.forward_after(S::STAGE),
+            Ok(Err(err)) => {
+                let index = job.index;
+                job.finish(Err(err.in_stage(index, S::STAGE)))
+            }
+            Err(panic) => {
+                let err = Error::Panicked { stage: S::STAGE, message: panic_message(&panic) };
+                let index = job.index;
+                job.finish(Err(err.in_stage(index, S::STAGE)));
+                // A fresh instance replaces this one; the pool keeps its size.
+                ctx.stop();
+            }
+        }
+    }
+}

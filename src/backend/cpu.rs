@@ -1,0 +1,397 @@
+//! The CPU model of a device: the reference maths behind the device seam.
+//!
+//! It behaves like a GPU where that matters to the pipeline: its memory has a capacity and an
+//! allocation beyond it fails as an out-of-memory; pinning the same range twice answers
+//! "already pinned"; each stream is a thread that runs its queued work in order; events
+//! complete when a stream reaches them. Work runs the CPU reference maths, so results are
+//! exactly what the CUDA device must produce too.
+
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use crossbeam_channel::{unbounded, Sender};
+use parking_lot::Mutex;
+
+use super::event::HostCompletion;
+use super::{
+    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmSlot,
+    PendingResults, PinOutcome, StageEvent, WorkTag,
+};
+use crate::error::{Error, Result};
+use crate::groth16::MsmResults;
+use crate::math::{msm, quotient};
+use crate::timeline::{TimelineRecorder, Track};
+
+/// A modelled device with `capacity_bytes` of memory.
+pub struct CpuDevice {
+    ordinal: usize,
+    capacity_bytes: u64,
+    allocated: Arc<AtomicU64>,
+    pinned: Mutex<HashSet<HostRange>>,
+}
+
+impl CpuDevice {
+    pub fn new(ordinal: usize, capacity_bytes: u64) -> CpuDevice {
+        CpuDevice {
+            ordinal,
+            capacity_bytes,
+            allocated: Arc::new(AtomicU64::new(0)),
+            pinned: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Host ranges currently page-locked on this device (a leak check).
+    pub fn pinned_ranges(&self) -> usize {
+        self.pinned.lock().len()
+    }
+}
+
+/// What a modelled allocation holds. Typed, because the model computes on real values.
+#[derive(Default)]
+enum Contents {
+    #[default]
+    Empty,
+    Scalars(Vec<Scalar>),
+    G1(Vec<G1Affine>),
+    G2(Vec<G2Affine>),
+    Results(ResultSlots),
+}
+
+#[derive(Default, Clone, Copy)]
+struct ResultSlots {
+    h: Option<G1Projective>,
+    l: Option<G1Projective>,
+    a: Option<G1Projective>,
+    b_g1: Option<G1Projective>,
+    b_g2: Option<G2Projective>,
+}
+
+/// One modelled allocation; returns its bytes to the device when dropped.
+struct CpuMemory {
+    bytes: u64,
+    allocated: Arc<AtomicU64>,
+    contents: Mutex<Contents>,
+}
+
+impl Drop for CpuMemory {
+    fn drop(&mut self) {
+        self.allocated.fetch_sub(self.bytes, Ordering::SeqCst);
+    }
+}
+
+fn memory_of(buffer: &DeviceBuffer) -> Result<&CpuMemory> {
+    buffer.memory::<CpuMemory>().ok_or_else(|| Error::Device {
+        device: buffer.device(),
+        operation: "use buffer",
+        message: "the buffer was not allocated by the CPU device".into(),
+    })
+}
+
+impl Device for CpuDevice {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            ordinal: self.ordinal,
+            name: format!("cpu-model-{}", self.ordinal),
+            capacity_bytes: self.capacity_bytes,
+            device_clock: false,
+        }
+    }
+
+    fn allocated_bytes(&self) -> u64 {
+        self.allocated.load(Ordering::SeqCst)
+    }
+
+    fn free_bytes(&self) -> Option<u64> {
+        Some(self.capacity_bytes.saturating_sub(self.allocated_bytes()))
+    }
+
+    fn allocate(&self, bytes: u64) -> Result<DeviceBuffer> {
+        let reserved = self.allocated.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+            used.checked_add(bytes).filter(|&total| total <= self.capacity_bytes)
+        });
+        if reserved.is_err() {
+            return Err(Error::OutOfMemory { device: self.ordinal, requested_bytes: bytes });
+        }
+        let memory = CpuMemory { bytes, allocated: self.allocated.clone(), contents: Mutex::new(Contents::Empty) };
+        Ok(DeviceBuffer::new(self.ordinal, bytes, Arc::new(memory)))
+    }
+
+    fn pin_host(&self, range: HostRange) -> Result<PinOutcome> {
+        if self.pinned.lock().insert(range) {
+            Ok(PinOutcome::Pinned)
+        } else {
+            Ok(PinOutcome::AlreadyPinned)
+        }
+    }
+
+    fn unpin_host(&self, range: HostRange) -> Result<()> {
+        if self.pinned.lock().remove(&range) {
+            Ok(())
+        } else {
+            Err(Error::Device {
+                device: self.ordinal,
+                operation: "unpin host memory",
+                message: format!("range {:#x}+{} is not pinned", range.addr, range.len),
+            })
+        }
+    }
+
+    fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>> {
+        let (jobs, queue) = unbounded::<Job>();
+        let thread_name = format!("cpu{}-{name}", self.ordinal);
+        std::thread::Builder::new()
+            .name(thread_name)
+            .spawn(move || {
+                for job in queue {
+                    job();
+                }
+            })
+            .map_err(|e| Error::io("starting a modelled stream", e))?;
+        Ok(Arc::new(CpuStream {
+            device: self.ordinal,
+            name: name.to_string(),
+            jobs,
+            timeline,
+        }))
+    }
+
+    fn workspace_bytes(&self, log_n: u32, _max_msm_len: usize) -> u64 {
+        // Twiddle factors for the domain; the CPU's MSM needs no device scratch.
+        scalar_bytes(1usize << log_n)
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A modelled stream: a thread that runs its queued work in order.
+struct CpuStream {
+    device: usize,
+    name: String,
+    jobs: Sender<Job>,
+    timeline: TimelineRecorder,
+}
+
+impl CpuStream {
+    fn enqueue(&self, job: Job) -> Result<()> {
+        self.jobs.send(job).map_err(|_| Error::Device {
+            device: self.device,
+            operation: "enqueue work",
+            message: format!("stream {} has stopped", self.name),
+        })
+    }
+
+    /// Queues work of a partition: skipped if the partition already failed, timed on this
+    /// stream's track, and a failure or panic lands in the partition's failure slot.
+    fn enqueue_work(&self, tag: &WorkTag, work: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
+        let tag = tag.clone();
+        let timeline = self.timeline.clone();
+        let track = Track::Stream { device: self.device, name: self.name.clone() };
+        self.enqueue(Box::new(move || {
+            if tag.failure.is_failed() {
+                return;
+            }
+            let start = Instant::now();
+            let outcome = catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+                Err(Error::Panicked { stage: tag.stage, message: panic_message(&panic) })
+            });
+            timeline.record(track, tag.stage, tag.partition, start, Instant::now(), tag.args.clone());
+            if let Err(err) = outcome {
+                tag.fail(err);
+            }
+        }))
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
+}
+
+fn too_small(buffer: &DeviceBuffer, needed: u64) -> Error {
+    Error::Device {
+        device: buffer.device(),
+        operation: "copy to device",
+        message: format!("buffer of {} bytes is smaller than the {needed} bytes copied", buffer.bytes()),
+    }
+}
+
+fn store(dst: &DeviceBuffer, needed: u64, contents: Contents) -> Result<()> {
+    if needed > dst.bytes() {
+        return Err(too_small(dst, needed));
+    }
+    *memory_of(dst)?.contents.lock() = contents;
+    Ok(())
+}
+
+fn take_scalars(buffer: &DeviceBuffer, what: &str) -> Result<Vec<Scalar>> {
+    match std::mem::take(&mut *memory_of(buffer)?.contents.lock()) {
+        Contents::Scalars(v) => Ok(v),
+        _ => Err(not_holding(buffer, what)),
+    }
+}
+
+fn not_holding(buffer: &DeviceBuffer, what: &str) -> Error {
+    Error::Device {
+        device: buffer.device(),
+        operation: "read device buffer",
+        message: format!("the buffer does not hold {what}"),
+    }
+}
+
+impl DeviceStream for CpuStream {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn wait_event(&self, event: &StageEvent) -> Result<()> {
+        let event = event.clone();
+        self.enqueue(Box::new(move || {
+            // Host completions never fail; a failed partition is marked in its failure slot.
+            let _ = event.wait();
+        }))
+    }
+
+    fn record_event(&self) -> Result<StageEvent> {
+        let completion = Arc::new(HostCompletion::new());
+        let done = completion.clone();
+        self.enqueue(Box::new(move || done.complete()))?;
+        Ok(StageEvent::new(completion))
+    }
+
+    fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+        let dst = dst.clone();
+        self.enqueue_work(tag, move || store(&dst, scalar_bytes(src.len()), Contents::Scalars(src.to_vec())))
+    }
+
+    fn copy_g1_to_device(&self, src: Arc<Vec<G1Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+        let dst = dst.clone();
+        self.enqueue_work(tag, move || store(&dst, super::g1_bytes(src.len()), Contents::G1(src.to_vec())))
+    }
+
+    fn copy_g2_to_device(&self, src: Arc<Vec<G2Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+        let dst = dst.clone();
+        self.enqueue_work(tag, move || store(&dst, super::g2_bytes(src.len()), Contents::G2(src.to_vec())))
+    }
+
+    fn quotient(
+        &self,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        log_n: u32,
+        _workspace: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        let (a, b, c) = (a.clone(), b.clone(), c.clone());
+        self.enqueue_work(tag, move || {
+            let n = 1usize << log_n;
+            let mut evaluations = [take_scalars(&a, "a")?, take_scalars(&b, "b")?, take_scalars(&c, "c")?];
+            for values in evaluations.iter_mut() {
+                if values.len() > n {
+                    return Err(Error::Device {
+                        device: a.device(),
+                        operation: "quotient",
+                        message: format!("{} evaluations do not fit a domain of 2^{log_n}", values.len()),
+                    });
+                }
+                values.resize(n, Scalar::from(0u64));
+            }
+            let [ea, eb, ec] = evaluations;
+            let h = quotient::quotient_h(ea, eb, ec)?;
+            *memory_of(&a)?.contents.lock() = Contents::Scalars(h);
+            Ok(())
+        })
+    }
+
+    fn msm(
+        &self,
+        group: Group,
+        bases: &DeviceBuffer,
+        scalars: &DeviceBuffer,
+        len: usize,
+        _workspace: &DeviceBuffer,
+        results: &DeviceBuffer,
+        slot: MsmSlot,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        let (bases, scalars, results) = (bases.clone(), scalars.clone(), results.clone());
+        self.enqueue_work(tag, move || {
+            let scalar_contents = memory_of(&scalars)?.contents.lock();
+            let Contents::Scalars(scalar_values) = &*scalar_contents else {
+                return Err(not_holding(&scalars, "scalars"));
+            };
+            let scalar_values = scalar_values.get(..len).ok_or_else(|| short(&scalars, len))?;
+            let base_contents = memory_of(&bases)?.contents.lock();
+            let mut out = memory_of(&results)?.contents.lock();
+            if !matches!(*out, Contents::Results(_)) {
+                *out = Contents::Results(ResultSlots::default());
+            }
+            let Contents::Results(slots) = &mut *out else { unreachable!("set just above") };
+            match (group, &*base_contents) {
+                (Group::G1, Contents::G1(points)) => {
+                    let points = points.get(..len).ok_or_else(|| short(&bases, len))?;
+                    let sum = msm::msm_g1(points, scalar_values);
+                    match slot {
+                        MsmSlot::H => slots.h = Some(sum),
+                        MsmSlot::L => slots.l = Some(sum),
+                        MsmSlot::A => slots.a = Some(sum),
+                        MsmSlot::BG1 => slots.b_g1 = Some(sum),
+                        MsmSlot::BG2 => return Err(not_holding(&bases, "G2 points")),
+                    }
+                }
+                (Group::G2, Contents::G2(points)) if slot == MsmSlot::BG2 => {
+                    let points = points.get(..len).ok_or_else(|| short(&bases, len))?;
+                    slots.b_g2 = Some(msm::msm_g2(points, scalar_values));
+                }
+                _ => return Err(not_holding(&bases, "points of the requested group")),
+            }
+            Ok(())
+        })
+    }
+
+    fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {
+        let results = results.clone();
+        let landed: Arc<Mutex<Option<ResultSlots>>> = Arc::default();
+        let landing = landed.clone();
+        let device = self.device;
+        self.enqueue_work(tag, move || {
+            let contents = memory_of(&results)?.contents.lock();
+            let Contents::Results(slots) = &*contents else {
+                return Err(not_holding(&results, "MSM results"));
+            };
+            *landing.lock() = Some(*slots);
+            Ok(())
+        })?;
+        Ok(PendingResults::new(move || {
+            let slots = landed.lock().take().ok_or_else(|| missing(device, "the results were not copied"))?;
+            let need = |p: Option<G1Projective>, what: &str| p.ok_or_else(|| missing(device, what));
+            Ok(MsmResults {
+                h: need(slots.h, "the h MSM did not run")?,
+                l: need(slots.l, "the l MSM did not run")?,
+                a: need(slots.a, "the a MSM did not run")?,
+                b_g1: need(slots.b_g1, "the b_g1 MSM did not run")?,
+                b_g2: slots.b_g2.ok_or_else(|| missing(device, "the b_g2 MSM did not run"))?,
+            })
+        }))
+    }
+}
+
+fn short(buffer: &DeviceBuffer, len: usize) -> Error {
+    Error::Device {
+        device: buffer.device(),
+        operation: "msm",
+        message: format!("the buffer holds fewer than the {len} elements the MSM reads"),
+    }
+}
+
+fn missing(device: usize, what: &str) -> Error {
+    Error::Device { device, operation: "copy results to host", message: what.to_string() }
+}

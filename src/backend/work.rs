@@ -1,0 +1,99 @@
+//! What travels with each piece of device work: whose it is, and where its failure goes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use crate::error::{Error, Result};
+use crate::groth16::MsmResults;
+use crate::stage::Stage;
+
+/// Bytes of the MSM results on a device: four G1 points and one G2 point in Jacobian form.
+pub const MSM_RESULTS_BYTES: u64 = 4 * 144 + 288;
+
+/// Where an MSM writes its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MsmSlot {
+    H,
+    L,
+    A,
+    BG1,
+    BG2,
+}
+
+/// The first failure of a partition's device work. Later work of the same partition sees it
+/// and is skipped, so a failure stays inside its partition and names where it happened.
+#[derive(Clone, Default)]
+pub struct FailureSlot(Arc<OnceLock<Error>>);
+
+impl FailureSlot {
+    pub fn new() -> FailureSlot {
+        FailureSlot::default()
+    }
+    /// Records `err` unless an earlier failure is already recorded.
+    pub fn fail(&self, err: Error) {
+        let _ = self.0.set(err);
+    }
+    pub fn failure(&self) -> Option<Error> {
+        self.0.get().cloned()
+    }
+    pub fn is_failed(&self) -> bool {
+        self.0.get().is_some()
+    }
+    /// Ok, or the recorded failure.
+    pub fn check(&self) -> Result<()> {
+        match self.0.get() {
+            Some(err) => Err(err.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl fmt::Debug for FailureSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FailureSlot({:?})", self.0.get())
+    }
+}
+
+/// Whose work this is: the partition, the stage, details for the timeline, the failure slot.
+#[derive(Clone, Debug)]
+pub struct WorkTag {
+    pub partition: usize,
+    pub stage: Stage,
+    pub args: BTreeMap<String, serde_json::Value>,
+    pub failure: FailureSlot,
+}
+
+impl WorkTag {
+    pub fn new(partition: usize, stage: Stage, failure: &FailureSlot) -> WorkTag {
+        WorkTag { partition, stage, args: BTreeMap::new(), failure: failure.clone() }
+    }
+    /// Adds a detail shown in the trace (bytes, sizes).
+    pub fn with(mut self, key: &str, value: impl Into<serde_json::Value>) -> WorkTag {
+        self.args.insert(key.to_string(), value.into());
+        self
+    }
+    /// Records a failure of this work, wrapped with its stage and partition.
+    pub fn fail(&self, err: Error) {
+        self.failure.fail(err.in_stage(self.partition, self.stage));
+    }
+}
+
+/// MSM results on their way to the host: read them after the stream passed the copy.
+pub struct PendingResults(Box<dyn FnOnce() -> Result<MsmResults> + Send>);
+
+impl PendingResults {
+    pub fn new(read: impl FnOnce() -> Result<MsmResults> + Send + 'static) -> PendingResults {
+        PendingResults(Box::new(read))
+    }
+    /// Reads the results; call only after the event recorded after the copy has completed.
+    pub fn read(self) -> Result<MsmResults> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for PendingResults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PendingResults")
+    }
+}

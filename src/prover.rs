@@ -1,1 +1,0 @@
-//! prover (in progress)

@@ -1,0 +1,353 @@
+//! The prover a node embeds: built from a config, it runs the actor pipelines of its devices
+//! on its own threads and takes proof requests from any thread or async runtime.
+
+pub mod request;
+pub mod scheduler;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use blstrs::Scalar;
+use crossbeam_channel::{unbounded, Sender};
+use parking_lot::Mutex;
+
+pub use request::{Priority, ProofHandle, RequestStatus};
+
+use crate::actors::{ActorSystem, BudgetReport, DevicePipeline};
+use crate::backend::cpu::CpuDevice;
+use crate::backend::faults::{FaultInjector, FaultyDevice};
+use crate::backend::{BackendKind, Device};
+use crate::circuit::Witness;
+use crate::error::{Error, Result};
+use crate::params::ProvingKey;
+use crate::timeline::TimelineRecorder;
+use request::{InFlightLimiter, RequestState, Ticket};
+use scheduler::Scheduler;
+
+/// Which devices a prover uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DeviceSelection {
+    #[default]
+    All,
+    Only(Vec<usize>),
+}
+
+impl std::str::FromStr for DeviceSelection {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<DeviceSelection> {
+        if s.trim() == "all" {
+            return Ok(DeviceSelection::All);
+        }
+        s.split(',')
+            .map(|d| d.trim().parse::<usize>().map_err(|_| Error::Config(format!("bad device list {s:?}: use `all` or `0,1`"))))
+            .collect::<Result<Vec<_>>>()
+            .map(DeviceSelection::Only)
+    }
+}
+
+/// How to build a [`Prover`].
+#[derive(Debug, Clone)]
+pub struct ProverConfig {
+    pub backend: BackendKind,
+    pub devices: DeviceSelection,
+    /// Compute streams (and NTT/MSM actor threads) per device. Two is the production setting.
+    pub workers_per_device: usize,
+    /// Device memory left out of every budget, for the driver and other users.
+    pub memory_reserve_bytes: u64,
+    /// Partitions in flight at once, over all devices.
+    pub in_flight: usize,
+    /// How many devices the CPU backend models, and how much memory each has.
+    pub cpu_devices: usize,
+    pub cpu_device_bytes: u64,
+    /// Test-only: tell the budget the device has this many bytes (a lie provokes real OOMs).
+    pub budget_bytes_override: Option<u64>,
+    /// Inject faults at this rate with this seed.
+    pub faults: Option<(f64, u64)>,
+    /// Extra attempts for a failed partition (0: off).
+    pub retries: usize,
+}
+
+impl Default for ProverConfig {
+    fn default() -> Self {
+        ProverConfig {
+            backend: BackendKind::Auto,
+            devices: DeviceSelection::All,
+            workers_per_device: 2,
+            memory_reserve_bytes: 1 << 30,
+            in_flight: 4,
+            cpu_devices: 1,
+            cpu_device_bytes: 16 << 30,
+            budget_bytes_override: None,
+            faults: None,
+            retries: 0,
+        }
+    }
+}
+
+/// A request: one proving key and the partitions to prove with it.
+pub struct ProofRequest {
+    pub key: Arc<ProvingKey>,
+    pub partitions: Vec<Arc<Witness>>,
+    /// One (r, s) per partition.
+    pub r: Vec<Scalar>,
+    pub s: Vec<Scalar>,
+    pub priority: Priority,
+    /// Devices this request may run on (None: any).
+    pub devices: Option<Vec<usize>>,
+}
+
+impl ProofRequest {
+    /// A request with fresh random r and s for each partition.
+    pub fn new(key: Arc<ProvingKey>, partitions: Vec<Arc<Witness>>, rng: &mut impl rand_core::RngCore) -> ProofRequest {
+        use ff::Field;
+        let r = partitions.iter().map(|_| Scalar::random(&mut *rng)).collect();
+        let s = partitions.iter().map(|_| Scalar::random(&mut *rng)).collect();
+        ProofRequest { key, partitions, r, s, priority: Priority::Normal, devices: None }
+    }
+}
+
+/// Opens the devices of a backend; `Auto` falls back to the CPU and says so.
+pub fn open_devices(config: &ProverConfig) -> Result<(BackendKind, Vec<Arc<dyn Device>>)> {
+    let cpu = || -> Vec<Arc<dyn Device>> {
+        (0..config.cpu_devices.max(1))
+            .filter(|d| match &config.devices {
+                DeviceSelection::All => true,
+                DeviceSelection::Only(list) => list.contains(d),
+            })
+            .map(|d| Arc::new(CpuDevice::new(d, config.cpu_device_bytes)) as Arc<dyn Device>)
+            .collect()
+    };
+    match config.backend {
+        BackendKind::Cpu => Ok((BackendKind::Cpu, cpu())),
+        BackendKind::Cuda => Ok((BackendKind::Cuda, crate::backend::cuda::open_devices(&config.devices)?)),
+        BackendKind::Auto => match crate::backend::cuda::open_devices(&config.devices) {
+            Ok(devices) if !devices.is_empty() => Ok((BackendKind::Cuda, devices)),
+            Ok(_) | Err(_) => {
+                tracing::warn!("no usable CUDA GPU found; proving on the CPU backend");
+                Ok((BackendKind::Cpu, cpu()))
+            }
+        },
+    }
+}
+
+/// How [`Prover::shutdown`] treats work in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Finish every request already submitted.
+    Drain,
+    /// Cancel every request; in-flight partitions release what they hold.
+    Cancel,
+}
+
+/// A Groth16 prover running the actor pipeline on its devices.
+pub struct Prover {
+    backend: BackendKind,
+    devices: Vec<Arc<dyn Device>>,
+    pipelines: Vec<Arc<DevicePipeline>>,
+    submit: Sender<Ticket>,
+    requests: Mutex<Vec<std::sync::Weak<RequestState>>>,
+    next_request: AtomicU64,
+    stopping: Arc<AtomicBool>,
+    scheduler: Mutex<Option<JoinHandle<()>>>,
+    system: Mutex<Option<ActorSystem>>,
+    timeline: TimelineRecorder,
+    faults: Arc<FaultInjector>,
+    limiter: InFlightLimiter,
+    config: ProverConfig,
+}
+
+impl Prover {
+    /// Opens the devices and starts their pipelines.
+    pub fn new(config: ProverConfig) -> Result<Prover> {
+        if config.in_flight == 0 || config.workers_per_device == 0 {
+            return Err(Error::Config("in_flight and workers_per_device must be at least 1".into()));
+        }
+        let (backend, devices) = open_devices(&config)?;
+        if devices.is_empty() {
+            return Err(Error::Config(format!("no device matches {:?}", config.devices)));
+        }
+        let faults = match config.faults {
+            Some((rate, seed)) => FaultInjector::new(rate, seed),
+            None => FaultInjector::disabled(),
+        };
+        let timeline = TimelineRecorder::new();
+        let system = ActorSystem::start("snarkpipe-actors")?;
+        let mut pipelines = Vec::new();
+        for device in &devices {
+            let wrapped = if faults.is_enabled() { FaultyDevice::wrap(device.clone(), faults.clone()) } else { device.clone() };
+            let capacity = device.info().capacity_bytes;
+            let budget = config.budget_bytes_override.unwrap_or(capacity.saturating_sub(config.memory_reserve_bytes.min(capacity / 2)));
+            let (workers, in_flight, timeline) = (config.workers_per_device, config.in_flight, timeline.clone());
+            pipelines.push(system.run(move || DevicePipeline::start(wrapped, budget, workers, in_flight, timeline))??);
+        }
+        let (submit, incoming) = unbounded();
+        let stopping = Arc::new(AtomicBool::new(false));
+        let limiter = InFlightLimiter::new(config.in_flight);
+        let scheduler = Scheduler {
+            incoming,
+            pipelines: pipelines.clone(),
+            limiter: limiter.clone(),
+            faults: faults.clone(),
+            timeline: timeline.clone(),
+            stopping: stopping.clone(),
+            next_partition_id: Arc::new(AtomicUsize::new(0)),
+        };
+        let scheduler = std::thread::Builder::new()
+            .name("snarkpipe-scheduler".into())
+            .spawn(move || scheduler.run())
+            .map_err(|e| Error::io("starting the scheduler thread", e))?;
+        Ok(Prover {
+            backend,
+            devices,
+            pipelines,
+            submit,
+            requests: Mutex::new(Vec::new()),
+            next_request: AtomicU64::new(0),
+            stopping,
+            scheduler: Mutex::new(Some(scheduler)),
+            system: Mutex::new(Some(system)),
+            timeline,
+            faults,
+            limiter,
+            config,
+        })
+    }
+
+    /// The backend actually in use (`Auto` resolved).
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
+    pub fn config(&self) -> &ProverConfig {
+        &self.config
+    }
+
+    pub fn device_count(&self) -> usize {
+        self.pipelines.len()
+    }
+
+    /// Checks a request and queues its partitions. Bad input fails here, before any work.
+    pub fn submit(&self, request: ProofRequest) -> Result<ProofHandle> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown);
+        }
+        let ProofRequest { key, partitions, r, s, priority, devices } = request;
+        if partitions.is_empty() {
+            return Err(Error::EmptyRequest);
+        }
+        if r.len() != partitions.len() || s.len() != partitions.len() {
+            return Err(Error::RandomnessLength { circuits: partitions.len(), r: r.len(), s: s.len() });
+        }
+        for witness in &partitions {
+            witness.domain()?;
+            key.check_shape(&witness.shape())?;
+        }
+        if let Some(wanted) = &devices {
+            if !wanted.iter().any(|d| self.pipelines.iter().any(|p| p.ordinal == *d)) {
+                return Err(Error::Config(format!("none of the devices {wanted:?} is part of this prover")));
+            }
+        }
+        let id = self.next_request.fetch_add(1, Ordering::SeqCst);
+        let state = RequestState::new(id, key, r, s, priority, devices, self.config.retries, self.submit.clone());
+        self.requests.lock().push(Arc::downgrade(&state));
+        for (index, witness) in partitions.into_iter().enumerate() {
+            let ticket = Ticket { request: state.clone(), index, witness, attempt: 0 };
+            self.submit.send(ticket).map_err(|_| Error::ShutDown)?;
+        }
+        Ok(ProofHandle { state })
+    }
+
+    /// Submits and waits: the proofs of every partition, in order.
+    pub fn prove(&self, request: ProofRequest) -> Result<Vec<bellperson::groth16::Proof<blstrs::Bls12>>> {
+        self.submit(request)?.wait()
+    }
+
+    /// The timeline recorded so far.
+    pub fn timeline(&self) -> &TimelineRecorder {
+        &self.timeline
+    }
+
+    pub fn faults(&self) -> &FaultInjector {
+        &self.faults
+    }
+
+    /// Partitions in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.limiter.in_flight()
+    }
+
+    /// Each device's budget, after every release already sent.
+    pub fn budget_reports(&self) -> Result<Vec<BudgetReport>> {
+        self.pipelines.iter().map(|p| p.budget.report()).collect()
+    }
+
+    /// Bytes granted beyond what resident keys hold: 0 when the prover is idle.
+    pub fn budget_leaked_bytes(&self) -> Result<u64> {
+        let mut leaked = 0;
+        for pipeline in &self.pipelines {
+            let in_use = pipeline.budget.report()?.in_use_bytes;
+            leaked += in_use.saturating_sub(pipeline.residency().1);
+        }
+        Ok(leaked)
+    }
+
+    /// Pinned bytes that no idle staging buffer or resident key explains.
+    pub fn pinned_leaked_bytes(&self) -> u64 {
+        self.pipelines.iter().map(|p| p.pinned_leaked_bytes()).sum()
+    }
+
+    /// Device bytes allocated now, per device (resident keys included).
+    pub fn device_allocated_bytes(&self) -> Vec<u64> {
+        self.devices.iter().map(|d| d.allocated_bytes()).collect()
+    }
+
+    /// Resident proving keys per device: (count, bytes).
+    pub fn residency(&self) -> Vec<(usize, u64)> {
+        self.pipelines.iter().map(|p| p.residency()).collect()
+    }
+
+    /// Drops resident keys no partition is using, on every device; returns how many went.
+    pub fn evict_idle_keys(&self) -> usize {
+        self.pipelines.iter().map(|p| p.evict_key(None)).sum()
+    }
+
+    pub fn pipelines(&self) -> &[Arc<DevicePipeline>] {
+        &self.pipelines
+    }
+
+    /// Stops taking requests, drains or cancels what is in flight, and stops the actors.
+    pub fn shutdown(&self, mode: Shutdown) {
+        if self.stopping.load(Ordering::SeqCst) && self.system.lock().is_none() {
+            return;
+        }
+        let live: Vec<_> = self.requests.lock().iter().filter_map(|r| r.upgrade()).collect();
+        if mode == Shutdown::Cancel {
+            live.iter().for_each(|r| r.cancel());
+        }
+        for request in &live {
+            ProofHandle { state: request.clone() }.wait_each();
+        }
+        self.stopping.store(true, Ordering::SeqCst);
+        if let Some(scheduler) = self.scheduler.lock().take() {
+            let _ = scheduler.join();
+        }
+        while self.limiter.in_flight() > 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.pipelines.iter().for_each(|p| {
+            p.evict_key(None);
+            p.pool.clear();
+        });
+        if let Some(system) = self.system.lock().take() {
+            system.stop();
+        }
+    }
+}
+
+impl Drop for Prover {
+    fn drop(&mut self) {
+        self.shutdown(Shutdown::Cancel);
+    }
+}

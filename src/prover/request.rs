@@ -1,0 +1,283 @@
+//! A proof request in flight: its partitions' outcomes, cancellation, status, and the handle
+//! its owner awaits (blocking or async).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use bellperson::groth16::Proof;
+use blstrs::{Bls12, Scalar};
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+
+use crate::actors::DevicePipeline;
+use crate::circuit::Witness;
+use crate::error::{Error, Result};
+use crate::params::ProvingKey;
+
+/// How urgent a request is. A waiting partition of higher priority is admitted before any
+/// waiting partition of lower priority; running work is never interrupted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+    Critical,
+}
+
+/// One partition waiting to be placed on a device.
+pub struct Ticket {
+    pub request: Arc<RequestState>,
+    pub index: usize,
+    pub witness: Arc<Witness>,
+    pub attempt: usize,
+}
+
+/// Where a request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RequestStatus {
+    pub partitions: usize,
+    pub proved: usize,
+    pub failed: usize,
+    pub cancelled: bool,
+    pub finished: bool,
+}
+
+struct Outcomes {
+    results: Vec<Option<Result<Proof<Bls12>>>>,
+    finished: usize,
+    wakers: Vec<Waker>,
+}
+
+/// The shared state of one request.
+pub struct RequestState {
+    pub id: u64,
+    pub key: Arc<ProvingKey>,
+    pub r: Vec<Scalar>,
+    pub s: Vec<Scalar>,
+    pub priority: Priority,
+    /// Devices this request may use (None: any).
+    pub devices: Option<Vec<usize>>,
+    retries: usize,
+    resubmit: Sender<Ticket>,
+    cancelled: AtomicBool,
+    outcomes: Mutex<Outcomes>,
+    changed: Condvar,
+}
+
+impl RequestState {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: u64,
+        key: Arc<ProvingKey>,
+        r: Vec<Scalar>,
+        s: Vec<Scalar>,
+        priority: Priority,
+        devices: Option<Vec<usize>>,
+        retries: usize,
+        resubmit: Sender<Ticket>,
+    ) -> Arc<RequestState> {
+        let partitions = r.len();
+        Arc::new(RequestState {
+            id,
+            key,
+            r,
+            s,
+            priority,
+            devices,
+            retries,
+            resubmit,
+            cancelled: AtomicBool::new(false),
+            outcomes: Mutex::new(Outcomes {
+                results: (0..partitions).map(|_| None).collect(),
+                finished: 0,
+                wakers: Vec::new(),
+            }),
+            changed: Condvar::new(),
+        })
+    }
+
+    pub fn partitions(&self) -> usize {
+        self.r.len()
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+    }
+
+    /// Records a partition's outcome, or sends a failed partition round again if the retry
+    /// policy allows and the failure could pass.
+    pub fn complete(self: &Arc<Self>, index: usize, attempt: usize, witness: Arc<Witness>, outcome: Result<Proof<Bls12>>) {
+        if let Err(err) = &outcome {
+            let retryable = !matches!(
+                err.root_cause(),
+                Error::Cancelled | Error::ShutDown | Error::PlanExceedsDevice { .. } | Error::ParamsMismatch { .. }
+            );
+            if retryable && attempt < self.retries && !self.is_cancelled() {
+                tracing::warn!(request = self.id, partition = index, attempt, %err, "retrying a failed partition");
+                let ticket = Ticket { request: self.clone(), index, witness, attempt: attempt + 1 };
+                if self.resubmit.send(ticket).is_ok() {
+                    return;
+                }
+            }
+        }
+        let wakers = {
+            let mut outcomes = self.outcomes.lock();
+            if outcomes.results[index].is_none() {
+                outcomes.finished += 1;
+            }
+            outcomes.results[index] = Some(outcome);
+            std::mem::take(&mut outcomes.wakers)
+        };
+        self.changed.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    pub fn status(&self) -> RequestStatus {
+        let outcomes = self.outcomes.lock();
+        let proved = outcomes.results.iter().filter(|r| matches!(r, Some(Ok(_)))).count();
+        let failed = outcomes.results.iter().filter(|r| matches!(r, Some(Err(_)))).count();
+        RequestStatus {
+            partitions: outcomes.results.len(),
+            proved,
+            failed,
+            cancelled: self.is_cancelled(),
+            finished: outcomes.finished == outcomes.results.len(),
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        let outcomes = self.outcomes.lock();
+        outcomes.finished == outcomes.results.len()
+    }
+
+    fn take_each(&self) -> Vec<Result<Proof<Bls12>>> {
+        let outcomes = self.outcomes.lock();
+        outcomes.results.iter().map(|r| r.clone().unwrap_or(Err(Error::ShutDown))).collect()
+    }
+}
+
+/// Folds per-partition outcomes into the request's: every proof, or the first failure.
+fn all_or_first_error(each: Vec<Result<Proof<Bls12>>>) -> Result<Vec<Proof<Bls12>>> {
+    each.into_iter().collect()
+}
+
+/// What the submitter of a request holds: await it, cancel it, ask where it stands.
+#[derive(Clone)]
+pub struct ProofHandle {
+    pub(crate) state: Arc<RequestState>,
+}
+
+impl ProofHandle {
+    pub fn id(&self) -> u64 {
+        self.state.id
+    }
+
+    /// Blocks until every partition has finished; the proofs in partition order, or the first
+    /// failure (which names the partition and the stage).
+    pub fn wait(&self) -> Result<Vec<Proof<Bls12>>> {
+        all_or_first_error(self.wait_each())
+    }
+
+    /// Blocks until every partition has finished; each partition's own outcome.
+    pub fn wait_each(&self) -> Vec<Result<Proof<Bls12>>> {
+        let mut outcomes = self.state.outcomes.lock();
+        while outcomes.finished < outcomes.results.len() {
+            self.state.changed.wait(&mut outcomes);
+        }
+        drop(outcomes);
+        self.state.take_each()
+    }
+
+    /// Awaits the proofs from async code; never blocks the executor.
+    pub fn wait_async(&self) -> WaitProofs {
+        WaitProofs { state: self.state.clone() }
+    }
+
+    /// Cancels the request: waiting partitions never start, running ones stop at their next
+    /// stage, and everything they held is released.
+    pub fn cancel(&self) {
+        self.state.cancel();
+    }
+
+    pub fn status(&self) -> RequestStatus {
+        self.state.status()
+    }
+}
+
+/// The future behind [`ProofHandle::wait_async`].
+pub struct WaitProofs {
+    state: Arc<RequestState>,
+}
+
+impl Future for WaitProofs {
+    type Output = Result<Vec<Proof<Bls12>>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        {
+            let mut outcomes = self.state.outcomes.lock();
+            if outcomes.finished < outcomes.results.len() {
+                outcomes.wakers.push(cx.waker().clone());
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(all_or_first_error(self.state.take_each()))
+    }
+}
+
+/// Bounds the partitions in flight: a token is taken before a partition enters any actor's
+/// mailbox and returned when it finishes, so mailboxes never grow without bound.
+#[derive(Clone)]
+pub struct InFlightLimiter {
+    slots: Sender<()>,
+    returns: Receiver<()>,
+}
+
+impl InFlightLimiter {
+    pub fn new(limit: usize) -> InFlightLimiter {
+        let (slots, returns) = crossbeam_channel::bounded(limit.max(1));
+        InFlightLimiter { slots, returns }
+    }
+
+    /// Takes a token, waiting up to `timeout` for one to come back.
+    pub fn acquire(&self, timeout: std::time::Duration) -> Option<InFlightToken> {
+        self.slots.send_timeout((), timeout).ok()?;
+        Some(InFlightToken { returns: self.returns.clone(), pipeline: None })
+    }
+
+    /// Tokens out right now.
+    pub fn in_flight(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+/// A partition's place in flight; returned when dropped.
+pub struct InFlightToken {
+    returns: Receiver<()>,
+    pipeline: Option<Arc<DevicePipeline>>,
+}
+
+impl InFlightToken {
+    /// Counts the partition towards `pipeline`'s load until the token is returned.
+    pub fn placed_on(&mut self, pipeline: Arc<DevicePipeline>) {
+        pipeline.track_in_flight(1);
+        self.pipeline = Some(pipeline);
+    }
+}
+
+impl Drop for InFlightToken {
+    fn drop(&mut self) {
+        if let Some(pipeline) = self.pipeline.take() {
+            pipeline.track_in_flight(-1);
+        }
+        let _ = self.returns.try_recv();
+    }
+}
