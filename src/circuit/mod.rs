@@ -1,1 +1,207 @@
-//! circuit (in progress)
+//! A circuit's witness as the prover needs it: the constraint evaluations a, b, c, the
+//! variable assignments, and which variables the A and B queries use (densities).
+//!
+//! [`Witness::synthesize`] runs a bellperson circuit through the project's own constraint
+//! system (see [`synthesize`]), which records exactly what bellperson's `ProvingAssignment`
+//! records, so the parameters' query vectors line up with the scalars here.
+
+pub mod synthesize;
+
+use serde::Serialize;
+
+use crate::math::Domain;
+use crate::{Result, Scalar};
+
+/// One bit per variable: whether the variable occurs (with a nonzero coefficient) in a query.
+///
+/// The parameters hold a point only for the variables whose bit is set, so the density decides
+/// which scalars pair with which points.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Density {
+    bits: Vec<bool>,
+    total: usize,
+}
+
+impl Density {
+    /// The number of variables tracked.
+    pub fn len(&self) -> usize {
+        self.bits.len()
+    }
+
+    /// Whether no variable is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.bits.is_empty()
+    }
+
+    /// Whether variable `i` is used; `false` beyond the end.
+    pub fn get(&self, i: usize) -> bool {
+        self.bits.get(i).copied().unwrap_or(false)
+    }
+
+    /// The number of variables used: the number of points the query holds for them.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// A density from explicit bits.
+    pub fn from_bits(bits: Vec<bool>) -> Self {
+        let total = bits.iter().filter(|&&bit| bit).count();
+        Density { bits, total }
+    }
+
+    /// The bits, one per variable.
+    pub fn bits(&self) -> &[bool] {
+        &self.bits
+    }
+
+    /// Tracks one more variable, not yet used.
+    pub(crate) fn push_unused(&mut self) {
+        self.bits.push(false);
+    }
+
+    /// Marks variable `i` as used; a no-op if it already is or if it is not tracked.
+    pub(crate) fn mark_used(&mut self, i: usize) {
+        if let Some(bit) = self.bits.get_mut(i) {
+            if !*bit {
+                *bit = true;
+                self.total += 1;
+            }
+        }
+    }
+
+    /// `values[i]` for every used variable `i`, in order.
+    pub fn select<'a>(&'a self, values: &'a [Scalar]) -> impl Iterator<Item = Scalar> + 'a {
+        self.bits.iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value)
+    }
+}
+
+/// The sizes a witness has, and so the sizes the parameters must have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct WitnessShape {
+    /// Constraints, including bellperson's one `input * 0 = 0` constraint per input.
+    pub num_constraints: usize,
+    /// Public inputs, including the constant ONE.
+    pub num_inputs: usize,
+    /// Private (auxiliary) variables.
+    pub num_aux: usize,
+    /// Aux variables that occur in A.
+    pub a_aux_total: usize,
+    /// Inputs that occur in B.
+    pub b_input_total: usize,
+    /// Aux variables that occur in B.
+    pub b_aux_total: usize,
+}
+
+/// Whether synthesis checks every constraint against the witness.
+///
+/// Off by default, like bellperson: checking costs a comparison per constraint and the name of
+/// every namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SatisfactionCheck {
+    /// Trust the circuit (bellperson's behaviour).
+    #[default]
+    Off,
+    /// Fail with [`crate::Error::Unsatisfied`] at the first constraint the witness violates.
+    On,
+}
+
+/// A synthesized witness: everything the prover needs from one circuit.
+#[derive(Clone, Debug)]
+pub struct Witness {
+    /// The A linear combination of every constraint, evaluated at the witness.
+    pub a: Vec<Scalar>,
+    /// The B evaluations.
+    pub b: Vec<Scalar>,
+    /// The C evaluations.
+    pub c: Vec<Scalar>,
+    /// The inputs' values, ONE first.
+    pub input_assignment: Vec<Scalar>,
+    /// The aux variables' values.
+    pub aux_assignment: Vec<Scalar>,
+    /// Which aux variables occur in A (every input does, through its input constraint).
+    pub a_aux_density: Density,
+    /// Which inputs occur in B.
+    pub b_input_density: Density,
+    /// Which aux variables occur in B.
+    pub b_aux_density: Density,
+}
+
+impl Witness {
+    /// Synthesizes `circuit` the way bellperson's prover does: allocate ONE as input 0, run the
+    /// circuit, then append one `input * 0 = 0` constraint per input.
+    ///
+    /// Errors: [`crate::Error::MissingAssignment`] if a value is missing,
+    /// [`crate::Error::EmptyCircuit`] if the circuit itself enforces no constraint, and with
+    /// `check` on, [`crate::Error::Unsatisfied`] naming the first violated constraint.
+    pub fn synthesize<C: bellperson::Circuit<Scalar>>(circuit: C, check: SatisfactionCheck) -> Result<Witness> {
+        synthesize::synthesize_witness(circuit, check)
+    }
+
+    /// The witness's sizes.
+    pub fn shape(&self) -> WitnessShape {
+        WitnessShape {
+            num_constraints: self.a.len(),
+            num_inputs: self.input_assignment.len(),
+            num_aux: self.aux_assignment.len(),
+            a_aux_total: self.a_aux_density.total(),
+            b_input_total: self.b_input_density.total(),
+            b_aux_total: self.b_aux_density.total(),
+        }
+    }
+
+    /// The evaluation domain the constraints live on.
+    pub fn domain(&self) -> Result<Domain> {
+        Domain::for_len(self.a.len())
+    }
+
+    /// Scalars for the A query, in the order of the parameters' `a` vector: every input, then
+    /// the aux variables that occur in A.
+    pub fn a_query_scalars(&self) -> Vec<Scalar> {
+        let mut scalars = Vec::with_capacity(self.input_assignment.len() + self.a_aux_density.total());
+        scalars.extend_from_slice(&self.input_assignment);
+        scalars.extend(self.a_aux_density.select(&self.aux_assignment));
+        scalars
+    }
+
+    /// Scalars for the B queries (`b_g1` and `b_g2`): the inputs that occur in B, then the aux
+    /// variables that occur in B.
+    pub fn b_query_scalars(&self) -> Vec<Scalar> {
+        let mut scalars = Vec::with_capacity(self.b_input_density.total() + self.b_aux_density.total());
+        scalars.extend(self.b_input_density.select(&self.input_assignment));
+        scalars.extend(self.b_aux_density.select(&self.aux_assignment));
+        scalars
+    }
+
+    /// The public inputs without ONE: what a verifier takes.
+    pub fn public_inputs(&self) -> &[Scalar] {
+        self.input_assignment.get(1..).unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn density_counts_and_selects() {
+        let density = Density::from_bits(vec![true, false, true, false]);
+        assert_eq!((density.len(), density.total()), (4, 2));
+        assert!(density.get(0) && !density.get(1) && !density.get(99));
+        let values: Vec<Scalar> = (1..=4u64).map(Scalar::from).collect();
+        let picked: Vec<Scalar> = density.select(&values).collect();
+        assert_eq!(picked, vec![Scalar::from(1u64), Scalar::from(3u64)]);
+    }
+
+    #[test]
+    fn marking_twice_counts_once() {
+        let mut density = Density::default();
+        density.push_unused();
+        density.push_unused();
+        density.mark_used(1);
+        density.mark_used(1);
+        density.mark_used(7); // not tracked: ignored
+        assert_eq!(density, Density::from_bits(vec![false, true]));
+        // Negative twin: a different bit pattern is a different density.
+        assert_ne!(density, Density::from_bits(vec![true, false]));
+    }
+}
