@@ -154,11 +154,6 @@ impl RequestState {
         }
     }
 
-    fn is_finished(&self) -> bool {
-        let outcomes = self.outcomes.lock();
-        outcomes.finished == outcomes.results.len()
-    }
-
     fn take_each(&self) -> Vec<Result<Proof<Bls12>>> {
         let outcomes = self.outcomes.lock();
         outcomes.results.iter().map(|r| r.clone().unwrap_or(Err(Error::ShutDown))).collect()
