@@ -1,0 +1,403 @@
+//! Interop: `snarkpipe::compat` against bellperson itself. For the same circuit, parameters,
+//! r and s the proofs must be byte-for-byte bellperson's and verify with bellperson's
+//! verifier; each positive check has a negative twin (a changed public input must fail).
+//! Witness values are fresh every run; the seed is printed so a failure can be replayed.
+
+use bellperson::groth16::{
+    create_proof_batch, generate_random_parameters, prepare_verifying_key, verify_proof, MappedParameters,
+    Parameters, Proof,
+};
+use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
+use blstrs::{Bls12, Scalar};
+use ff::{Field, PrimeField};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use snarkpipe::circuit::{SatisfactionCheck, Witness};
+use snarkpipe::{compat, Error};
+
+fn fresh_rng(test: &str) -> ChaCha8Rng {
+    let seed: u64 = rand::thread_rng().gen();
+    eprintln!("{test}: seed {seed}");
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
+    let mut out = Vec::new();
+    proof.write(&mut out).expect("writing to a Vec cannot fail");
+    assert_eq!(out.len(), 192, "compressed A ‖ B ‖ C");
+    out
+}
+
+fn missing() -> SynthesisError {
+    SynthesisError::AssignmentMissing
+}
+
+/// Public inputs only: x·y = z and (x + y)·ONE = w, with x, y, z, w all public; no aux.
+#[derive(Clone)]
+struct PublicOnly {
+    x: Option<Scalar>,
+    y: Option<Scalar>,
+}
+
+impl PublicOnly {
+    fn public_inputs(&self) -> Vec<Scalar> {
+        let (x, y) = (self.x.unwrap(), self.y.unwrap());
+        vec![x, y, x * y, x + y]
+    }
+}
+
+impl Circuit<Scalar> for PublicOnly {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let x = cs.alloc_input(|| "x", || self.x.ok_or_else(missing))?;
+        let y = cs.alloc_input(|| "y", || self.y.ok_or_else(missing))?;
+        let z = cs.alloc_input(|| "z", || self.x.zip(self.y).map(|(x, y)| x * y).ok_or_else(missing))?;
+        let w = cs.alloc_input(|| "w", || self.x.zip(self.y).map(|(x, y)| x + y).ok_or_else(missing))?;
+        cs.enforce(|| "x*y=z", |lc| lc + x, |lc| lc + y, |lc| lc + z);
+        cs.enforce(|| "x+y=w", |lc| lc + x + y, |lc| lc + CS::one(), |lc| lc + w);
+        Ok(())
+    }
+}
+
+/// Bit-heavy: boolean aux bits (b·(1−b) = 0) packed into one public input, Filecoin-style.
+/// `flip` makes the packing constraint wrong by one, for the unsatisfied-witness test.
+#[derive(Clone)]
+struct Bits {
+    bits: Vec<Option<bool>>,
+    flip: bool,
+}
+
+impl Bits {
+    fn packed(&self) -> Scalar {
+        self.bits.iter().rev().fold(Scalar::ZERO, |acc, bit| acc.double() + Scalar::from(bit.unwrap() as u64))
+    }
+}
+
+impl Circuit<Scalar> for Bits {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let packed_value = self.bits.iter().all(Option::is_some).then(|| self.packed());
+        let packed = cs.alloc_input(|| "packed", || packed_value.ok_or_else(missing))?;
+        let mut sum = bellperson::LinearCombination::zero();
+        let mut coeff = Scalar::ONE;
+        for (i, bit) in self.bits.iter().enumerate() {
+            let mut ns = cs.namespace(|| format!("bit {i}"));
+            let b = ns.alloc(|| "b", || bit.map(|b| Scalar::from(b as u64)).ok_or_else(missing))?;
+            ns.enforce(|| "boolean", |lc| lc + b, |lc| lc + CS::one() - b, |lc| lc);
+            sum = sum + (coeff, b);
+            coeff = coeff.double();
+        }
+        let offset = if self.flip { Scalar::ONE } else { Scalar::ZERO };
+        cs.namespace(|| "pack").enforce(|| "sum of bits", |_| sum, |lc| lc + CS::one(), |lc| lc + packed + (offset, CS::one()));
+        Ok(())
+    }
+}
+
+/// Aux variables that never occur in B: y_i = 3·x_i + input, as (3·x_i + input)·ONE = y_i.
+#[derive(Clone)]
+struct NeverInB {
+    input: Option<Scalar>,
+    xs: Vec<Option<Scalar>>,
+}
+
+impl Circuit<Scalar> for NeverInB {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let input = cs.alloc_input(|| "input", || self.input.ok_or_else(missing))?;
+        let three = Scalar::from(3u64);
+        for (i, x_value) in self.xs.iter().enumerate() {
+            let x = cs.alloc(|| format!("x {i}"), || x_value.ok_or_else(missing))?;
+            let y_value = x_value.zip(self.input).map(|(x, input)| three * x + input);
+            let y = cs.alloc(|| format!("y {i}"), || y_value.ok_or_else(missing))?;
+            cs.enforce(|| format!("y {i}"), |lc| lc + (three, x) + input, |lc| lc + CS::one(), |lc| lc + y);
+        }
+        Ok(())
+    }
+}
+
+/// A chain x_{j+1} = x_j·(x_j + input_j mod k) with `inputs` public inputs: exactly
+/// `constraints` circuit constraints, so bellperson counts `constraints + inputs + 1`.
+#[derive(Clone)]
+struct Chain {
+    start: Option<Scalar>,
+    inputs: Vec<Option<Scalar>>,
+    constraints: usize,
+}
+
+impl Chain {
+    fn random(rng: &mut ChaCha8Rng, inputs: usize, constraints: usize) -> Chain {
+        Chain {
+            start: Some(Scalar::random(&mut *rng)),
+            inputs: (0..inputs).map(|_| Some(Scalar::random(&mut *rng))).collect(),
+            constraints,
+        }
+    }
+
+    fn public_inputs(&self) -> Vec<Scalar> {
+        self.inputs.iter().map(|x| x.unwrap()).collect()
+    }
+}
+
+impl Circuit<Scalar> for Chain {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let mut inputs: Vec<(Variable, Option<Scalar>)> = vec![(CS::one(), Some(Scalar::ONE))];
+        for (k, value) in self.inputs.iter().enumerate() {
+            inputs.push((cs.alloc_input(|| format!("input {k}"), || value.ok_or_else(missing))?, *value));
+        }
+        let mut x_value = self.start;
+        let mut x = cs.alloc(|| "x 0", || x_value.ok_or_else(missing))?;
+        for j in 0..self.constraints {
+            let (input, input_value) = inputs[j % inputs.len()];
+            let next_value = x_value.zip(input_value).map(|(x, i)| x * (x + i));
+            let next = cs.alloc(|| format!("x {}", j + 1), || next_value.ok_or_else(missing))?;
+            cs.enforce(|| format!("step {j}"), |lc| lc + x, |lc| lc + x + input, |lc| lc + next);
+            (x, x_value) = (next, next_value);
+        }
+        Ok(())
+    }
+}
+
+/// Proves with snarkpipe and with bellperson, and checks: equal bytes, bellperson verifies,
+/// and (the negative twin) a changed public input does not verify.
+fn assert_matches_bellperson<C: Circuit<Scalar> + Clone + Send>(
+    circuit: C,
+    params: &Parameters<Bls12>,
+    public_inputs: &[Scalar],
+    rng: &mut ChaCha8Rng,
+) {
+    let (r, s) = (Scalar::random(&mut *rng), Scalar::random(&mut *rng));
+    let ours = compat::create_proof(circuit.clone(), params, r, s).expect("snarkpipe proves");
+    let theirs = bellperson::groth16::create_proof(circuit, params, r, s).expect("bellperson proves");
+    assert_eq!(bytes(&ours), bytes(&theirs), "proof bytes differ from bellperson's");
+
+    let pvk = prepare_verifying_key(&params.vk);
+    assert!(verify_proof(&pvk, &ours, public_inputs).unwrap(), "proof does not verify");
+    assert!(snarkpipe::groth16::verify(&pvk, &ours, public_inputs).unwrap());
+
+    let mut changed = public_inputs.to_vec();
+    changed[0] += Scalar::ONE;
+    assert!(!verify_proof(&pvk, &ours, &changed).unwrap(), "proof verifies with a changed public input");
+}
+
+#[test]
+fn public_inputs_only() {
+    let mut rng = fresh_rng("public_inputs_only");
+    let circuit = PublicOnly { x: Some(Scalar::random(&mut rng)), y: Some(Scalar::random(&mut rng)) };
+    let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+    assert!(params.l.is_empty(), "no aux variables");
+    let inputs = circuit.public_inputs();
+    assert_matches_bellperson(circuit, &params, &inputs, &mut rng);
+}
+
+#[test]
+fn bit_heavy_witness() {
+    let mut rng = fresh_rng("bit_heavy_witness");
+    // 250 bits fit below the field modulus, so the packing is exact.
+    let circuit = Bits { bits: (0..250).map(|_| Some(rng.gen())).collect(), flip: false };
+    let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+    let inputs = vec![circuit.packed()];
+    assert_matches_bellperson(circuit, &params, &inputs, &mut rng);
+}
+
+#[test]
+fn aux_variables_that_never_occur_in_b() {
+    let mut rng = fresh_rng("aux_variables_that_never_occur_in_b");
+    let input = Scalar::random(&mut rng);
+    let circuit = NeverInB { input: Some(input), xs: (0..40).map(|_| Some(Scalar::random(&mut rng))).collect() };
+    let witness = Witness::synthesize(circuit.clone(), SatisfactionCheck::On).unwrap();
+    assert_eq!(witness.shape().b_aux_total, 0, "no aux variable occurs in B");
+    assert_eq!(witness.shape().a_aux_total, 40, "only the x's occur in A");
+    let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+    assert_matches_bellperson(circuit, &params, &[input], &mut rng);
+}
+
+#[test]
+fn sizes_on_both_sides_of_a_power_of_two() {
+    let mut rng = fresh_rng("sizes_on_both_sides_of_a_power_of_two");
+    let inputs = 2;
+    for k in [5u32, 7] {
+        for total in [(1usize << k) - 1, 1 << k, (1 << k) + 1] {
+            // bellperson counts the circuit's constraints plus one per input, ONE included.
+            let circuit = Chain::random(&mut rng, inputs, total - inputs - 1);
+            let witness = Witness::synthesize(circuit.clone(), SatisfactionCheck::On).unwrap();
+            assert_eq!(witness.shape().num_constraints, total);
+            let expected_log_n = if total > 1 << k { k + 1 } else { k };
+            assert_eq!(witness.domain().unwrap().log_n(), expected_log_n, "total {total}");
+
+            let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+            assert_eq!(params.h.len(), (1 << expected_log_n) - 1);
+            let public = circuit.public_inputs();
+            assert_matches_bellperson(circuit, &params, &public, &mut rng);
+        }
+    }
+}
+
+#[test]
+fn batch_with_distinct_randomness() {
+    let mut rng = fresh_rng("batch_with_distinct_randomness");
+    let circuits: Vec<Chain> = (0..3).map(|_| Chain::random(&mut rng, 3, 60)).collect();
+    let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
+    let r: Vec<Scalar> = (0..3).map(|_| Scalar::random(&mut rng)).collect();
+    let s: Vec<Scalar> = (0..3).map(|_| Scalar::random(&mut rng)).collect();
+
+    let ours = compat::create_proof_batch(circuits.clone(), &params, r.clone(), s.clone()).unwrap();
+    let theirs = create_proof_batch(circuits.clone(), &params, r, s).unwrap();
+    assert_eq!(ours.len(), 3);
+    let pvk = prepare_verifying_key(&params.vk);
+    for ((ours, theirs), circuit) in ours.iter().zip(&theirs).zip(&circuits) {
+        assert_eq!(bytes(ours), bytes(theirs));
+        assert!(verify_proof(&pvk, ours, &circuit.public_inputs()).unwrap());
+    }
+    // Negative twin: proof 0 does not verify for circuit 1's inputs.
+    assert!(!verify_proof(&pvk, &ours[0], &circuits[1].public_inputs()).unwrap());
+
+    // The random variants draw r's then s's like bellperson: equal seeds give equal proofs.
+    let seed: u64 = rng.gen();
+    let ours = compat::create_random_proof_batch(circuits.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    let theirs =
+        bellperson::groth16::create_random_proof_batch(circuits.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed))
+            .unwrap();
+    let ours: Vec<_> = ours.iter().map(bytes).collect();
+    let theirs: Vec<_> = theirs.iter().map(bytes).collect();
+    assert_eq!(ours, theirs);
+
+    let one = circuits[0].clone();
+    let ours = compat::create_random_proof(one.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    let theirs = bellperson::groth16::create_random_proof(one, &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    assert_eq!(bytes(&ours), bytes(&theirs));
+}
+
+#[test]
+fn memory_mapped_parameters() {
+    let mut rng = fresh_rng("memory_mapped_parameters");
+    let circuit = Chain::random(&mut rng, 2, 100);
+    let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    params.write(std::io::BufWriter::new(file.as_file())).unwrap();
+    let mapped: MappedParameters<Bls12> = Parameters::build_mapped_parameters(file.path().to_path_buf(), true).unwrap();
+
+    let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+    let ours = compat::create_proof(circuit.clone(), &mapped, r, s).unwrap();
+    let theirs = bellperson::groth16::create_proof(circuit.clone(), &params, r, s).unwrap();
+    assert_eq!(bytes(&ours), bytes(&theirs));
+    let pvk = prepare_verifying_key(&params.vk);
+    let public = circuit.public_inputs();
+    assert!(verify_proof(&pvk, &ours, &public).unwrap());
+    let mut changed = public.clone();
+    changed[1] += Scalar::ONE;
+    assert!(!verify_proof(&pvk, &ours, &changed).unwrap());
+}
+
+#[test]
+fn parameters_of_another_circuit_are_refused() {
+    let mut rng = fresh_rng("parameters_of_another_circuit_are_refused");
+    let small = Chain::random(&mut rng, 2, 20);
+    let other = Chain::random(&mut rng, 2, 21);
+    let params = generate_random_parameters::<Bls12, _, _>(other, &mut rng).unwrap();
+    let result = compat::create_proof(small.clone(), &params, Scalar::ONE, Scalar::ONE);
+    assert!(matches!(result, Err(Error::ParamsMismatch { .. })), "{result:?}");
+
+    // Another number of public inputs: the verifying key's ic is the first mismatch.
+    let more_inputs = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 3, 20), &mut rng).unwrap();
+    match compat::create_proof(small.clone(), &more_inputs, Scalar::ONE, Scalar::ONE) {
+        Err(Error::ParamsMismatch { what, in_params, in_circuit }) => {
+            assert!(what.starts_with("vk.ic"), "{what}");
+            assert_eq!((in_params, in_circuit), (4, 3));
+        }
+        other => panic!("expected ParamsMismatch, got {other:?}"),
+    }
+
+    // The twin: the circuit's own parameters work.
+    let own = generate_random_parameters::<Bls12, _, _>(small.clone(), &mut rng).unwrap();
+    assert!(compat::create_proof(small, &own, Scalar::ONE, Scalar::ONE).is_ok());
+}
+
+#[test]
+fn randomness_of_the_wrong_length_is_refused() {
+    let mut rng = fresh_rng("randomness_of_the_wrong_length_is_refused");
+    let circuits: Vec<Chain> = (0..2).map(|_| Chain::random(&mut rng, 1, 10)).collect();
+    let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
+    let one = vec![Scalar::ONE];
+    let two = vec![Scalar::ONE; 2];
+    for (r, s) in [(one.clone(), two.clone()), (two.clone(), one.clone()), (one.clone(), one.clone())] {
+        let result = compat::create_proof_batch(circuits.clone(), &params, r.clone(), s.clone());
+        assert!(
+            matches!(result, Err(Error::RandomnessLength { circuits: 2, r: rl, s: sl }) if rl == r.len() && sl == s.len())
+        );
+    }
+    assert!(compat::create_proof_batch(circuits, &params, two.clone(), two).is_ok());
+}
+
+#[test]
+fn unsatisfied_witness_names_the_first_failing_constraint() {
+    let mut rng = fresh_rng("unsatisfied_witness_names_the_first_failing_constraint");
+    let bits: Vec<Option<bool>> = (0..30).map(|_| Some(rng.gen())).collect();
+    let broken = Bits { bits: bits.clone(), flip: true };
+    match Witness::synthesize(broken, SatisfactionCheck::On) {
+        // 30 boolean constraints come first, then the packing one.
+        Err(Error::Unsatisfied { index, name }) => {
+            assert_eq!(index, 30);
+            assert_eq!(name.as_deref(), Some("pack/sum of bits"));
+        }
+        other => panic!("expected Unsatisfied, got {other:?}"),
+    }
+    // A non-boolean "bit" fails its own, earlier constraint first.
+    struct NotABit;
+    impl Circuit<Scalar> for NotABit {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let b = cs.namespace(|| "bit 0").alloc(|| "b", || Ok(Scalar::from(2u64)))?;
+            cs.namespace(|| "bit 0").enforce(|| "boolean", |lc| lc + b, |lc| lc + CS::one() - b, |lc| lc);
+            cs.enforce(|| "later", |lc| lc, |lc| lc, |lc| lc + CS::one());
+            Ok(())
+        }
+    }
+    match Witness::synthesize(NotABit, SatisfactionCheck::On) {
+        Err(Error::Unsatisfied { index: 0, name }) => assert_eq!(name.as_deref(), Some("bit 0/boolean")),
+        other => panic!("expected Unsatisfied at 0, got {other:?}"),
+    }
+    // The twin: the same bits, packed correctly, pass the check.
+    assert!(Witness::synthesize(Bits { bits, flip: false }, SatisfactionCheck::On).is_ok());
+}
+
+#[test]
+fn missing_assignment_is_an_error() {
+    let mut rng = fresh_rng("missing_assignment_is_an_error");
+    let complete = Chain::random(&mut rng, 1, 10);
+    let params = generate_random_parameters::<Bls12, _, _>(complete.clone(), &mut rng).unwrap();
+    let incomplete = Chain { start: None, ..complete.clone() };
+    let result = compat::create_proof(incomplete, &params, Scalar::ONE, Scalar::ONE);
+    assert!(matches!(result, Err(Error::MissingAssignment)), "{result:?}");
+    assert!(compat::create_proof(complete, &params, Scalar::ONE, Scalar::ONE).is_ok());
+}
+
+#[test]
+fn empty_circuit_is_an_error() {
+    struct Empty;
+    impl Circuit<Scalar> for Empty {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, _: &mut CS) -> Result<(), SynthesisError> {
+            Ok(())
+        }
+    }
+    let mut rng = fresh_rng("empty_circuit_is_an_error");
+    let params = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 0, 3), &mut rng).unwrap();
+    let result = compat::create_proof(Empty, &params, Scalar::ONE, Scalar::ONE);
+    assert!(matches!(result, Err(Error::EmptyCircuit)), "{result:?}");
+    let result = compat::create_proof_batch(Vec::<Chain>::new(), &params, vec![], vec![]);
+    assert!(matches!(result, Err(Error::EmptyRequest)), "{result:?}");
+}
+
+#[test]
+fn subverted_delta_is_refused() {
+    use group::prime::PrimeCurveAffine;
+    let mut rng = fresh_rng("subverted_delta_is_refused");
+    let circuit = Chain::random(&mut rng, 1, 10);
+    let mut params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+    params.vk.delta_g1 = blstrs::G1Affine::identity();
+    let result = compat::create_proof(circuit, &params, Scalar::ONE, Scalar::ONE);
+    assert!(matches!(result, Err(Error::UnexpectedIdentity)), "{result:?}");
+}
+
+#[test]
+fn scalar_field_constants_match_bellperson_domain() {
+    // The quotient's coset generator and 2-adicity are bellperson's (a sanity anchor for the
+    // byte-equality tests above).
+    assert_eq!(snarkpipe::math::Domain::coset_generator(), Scalar::MULTIPLICATIVE_GENERATOR);
+    assert_eq!(Scalar::S, 32);
+}
