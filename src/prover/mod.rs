@@ -156,6 +156,8 @@ pub struct Prover {
     faults: Arc<FaultInjector>,
     limiter: InFlightLimiter,
     config: ProverConfig,
+    /// The budgets as they stood when the actors stopped.
+    final_budgets: Mutex<Option<Vec<BudgetReport>>>,
 }
 
 impl Prover {
@@ -212,6 +214,7 @@ impl Prover {
             faults,
             limiter,
             config,
+            final_budgets: Mutex::new(None),
         })
     }
 
@@ -279,18 +282,22 @@ impl Prover {
     }
 
     /// Each device's budget, after every release already sent.
+    /// After shutdown: as they stood when the actors stopped.
     pub fn budget_reports(&self) -> Result<Vec<BudgetReport>> {
+        if let Some(last) = self.final_budgets.lock().clone() {
+            return Ok(last);
+        }
         self.pipelines.iter().map(|p| p.budget.report()).collect()
     }
 
     /// Bytes granted beyond what resident keys hold: 0 when the prover is idle.
     pub fn budget_leaked_bytes(&self) -> Result<u64> {
-        let mut leaked = 0;
-        for pipeline in &self.pipelines {
-            let in_use = pipeline.budget.report()?.in_use_bytes;
-            leaked += in_use.saturating_sub(pipeline.residency().1);
-        }
-        Ok(leaked)
+        let reports = self.budget_reports()?;
+        Ok(reports
+            .iter()
+            .zip(&self.pipelines)
+            .map(|(report, pipeline)| report.in_use_bytes.saturating_sub(pipeline.residency().1))
+            .sum())
     }
 
     /// Pinned bytes that no idle staging buffer or resident key explains.
@@ -340,6 +347,9 @@ impl Prover {
             p.evict_key(None);
             p.pool.clear();
         });
+        if let Ok(last) = self.pipelines.iter().map(|p| p.budget.report()).collect::<Result<Vec<_>>>() {
+            *self.final_budgets.lock() = Some(last);
+        }
         if let Some(system) = self.system.lock().take() {
             system.stop();
         }

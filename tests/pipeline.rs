@@ -1,0 +1,302 @@
+//! Pipeline-level tests on the CPU backend: proofs equal the reference prover's, stages
+//! overlap across partitions on the recorded timeline, the budget and the in-flight bound
+//! hold, and cancellation, shutdown and async use release everything.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bellperson::groth16::Proof;
+use blstrs::Bls12;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use snarkpipe::backend::BackendKind;
+use snarkpipe::circuit::Witness;
+use snarkpipe::groth16;
+use snarkpipe::params::ProvingKey;
+use snarkpipe::prover::{ProofRequest, Prover, ProverConfig, Shutdown};
+use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
+use snarkpipe::timeline::{Span, Timeline};
+use snarkpipe::{Error, Stage};
+
+fn fresh_seed() -> u64 {
+    let seed = rand::random();
+    eprintln!("seed {seed}");
+    seed
+}
+
+fn spec(log_n: u32, seed: u64) -> SyntheticSpec {
+    SyntheticSpec { log_n, num_inputs: 4, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed }
+}
+
+fn partitions(spec: &SyntheticSpec, n: usize) -> Vec<Arc<Witness>> {
+    (0..n).map(|i| Arc::new(spec.witness(i).unwrap())).collect()
+}
+
+fn cpu_prover(workers: usize, in_flight: usize) -> Prover {
+    Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        workers_per_device: workers,
+        in_flight,
+        memory_reserve_bytes: 0,
+        ..ProverConfig::default()
+    })
+    .unwrap()
+}
+
+fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
+    let mut out = Vec::new();
+    proof.write(&mut out).unwrap();
+    out
+}
+
+fn assert_nothing_held(prover: &Prover) {
+    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0, "budget bytes leaked");
+    assert_eq!(prover.pinned_leaked_bytes(), 0, "pinned bytes leaked");
+    prover.evict_idle_keys();
+    for report in prover.budget_reports().unwrap() {
+        assert_eq!(report.in_use_bytes, 0, "budget not back at capacity: {report:?}");
+        assert!(report.peak_bytes <= report.capacity_bytes);
+    }
+    assert!(prover.device_allocated_bytes().iter().all(|&b| b == 0), "device memory left allocated");
+}
+
+/// Two spans of different partitions in different stages on device streams that overlap.
+fn overlapping_stage_pairs(timeline: &Timeline) -> BTreeSet<(Stage, Stage)> {
+    let device: Vec<&Span> = timeline.spans.iter().filter(|s| s.track.is_device()).collect();
+    let mut pairs = BTreeSet::new();
+    for a in &device {
+        for b in &device {
+            if a.partition != b.partition && a.stage != b.stage && a.start_s < b.end_s && b.start_s < a.end_s {
+                pairs.insert((a.stage, b.stage));
+            }
+        }
+    }
+    pairs
+}
+
+#[test]
+fn streamed_proofs_equal_the_reference_and_verify() {
+    let spec = spec(7, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let witnesses = partitions(&spec, 6);
+    let prover = cpu_prover(2, 4);
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
+    let (r, s) = (request.r.clone(), request.s.clone());
+    let proofs = prover.prove(request).unwrap();
+    let pvk = key.prepared_vk();
+    for (i, proof) in proofs.iter().enumerate() {
+        let reference = groth16::prove(&key, &witnesses[i], r[i], s[i]).unwrap();
+        assert_eq!(bytes(proof), bytes(&reference), "partition {i} differs from the reference prover");
+        assert!(groth16::verify(&pvk, proof, witnesses[i].public_inputs()).unwrap());
+        // Negative twin: the proof must not verify for another partition's inputs.
+        let mut wrong = witnesses[i].public_inputs().to_vec();
+        wrong[0] += blstrs::Scalar::from(1u64);
+        assert!(!groth16::verify(&pvk, proof, &wrong).unwrap());
+    }
+    prover.shutdown(Shutdown::Drain);
+    assert_nothing_held(&prover);
+}
+
+#[test]
+fn stages_overlap_across_partitions_with_two_workers() {
+    let spec = spec(9, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let prover = cpu_prover(2, 4);
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    prover.prove(ProofRequest::new(key, partitions(&spec, 8), &mut rng)).unwrap();
+    let timeline = prover.timeline().snapshot();
+    let pairs = overlapping_stage_pairs(&timeline);
+    // Compute of one partition runs while another partition is staged or collected.
+    assert!(
+        pairs.iter().any(|(a, b)| matches!(a, Stage::Htod) && matches!(b, Stage::Ntt | Stage::Msm)),
+        "no upload overlapped compute: {pairs:?}"
+    );
+    // Two workers: two partitions compute at the same time.
+    let compute: Vec<&Span> =
+        timeline.spans.iter().filter(|s| s.track.is_device() && matches!(s.stage, Stage::Ntt | Stage::Msm)).collect();
+    let concurrent = compute.iter().any(|a| {
+        compute.iter().any(|b| a.partition != b.partition && a.track != b.track && a.start_s < b.end_s && b.start_s < a.end_s)
+    });
+    assert!(concurrent, "the two workers never computed at the same time");
+    // Every stage actor and the budget appear on the timeline.
+    let stages: BTreeSet<Stage> = timeline.spans.iter().map(|s| s.stage).collect();
+    for stage in Stage::ALL {
+        assert!(stages.contains(&stage), "no {stage} span");
+    }
+    prover.shutdown(Shutdown::Drain);
+    assert_nothing_held(&prover);
+}
+
+#[test]
+fn one_partition_in_flight_means_no_overlap() {
+    let spec = spec(7, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let prover = cpu_prover(2, 1);
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    prover.prove(ProofRequest::new(key, partitions(&spec, 4), &mut rng)).unwrap();
+    let timeline = prover.timeline().snapshot();
+    // The negative twin of the overlap test: with an in-flight bound of 1, back-pressure
+    // keeps every partition's lifetime apart.
+    let lifetime = |p: usize| {
+        let spans: Vec<_> = timeline.spans.iter().filter(|s| s.partition == p).collect();
+        let start = spans.iter().map(|s| s.start_s).fold(f64::MAX, f64::min);
+        let end = spans.iter().map(|s| s.end_s).fold(0.0, f64::max);
+        (start, end)
+    };
+    for p in 0..3 {
+        let (_, end) = lifetime(p);
+        let (next_start, _) = lifetime(p + 1);
+        assert!(end <= next_start + 1e-4, "partition {} started before {p} finished", p + 1);
+    }
+    assert!(overlapping_stage_pairs(&timeline).is_empty());
+}
+
+#[test]
+fn a_partition_larger_than_the_device_fails_at_admission() {
+    let spec = spec(8, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let prover = Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        cpu_device_bytes: 64 << 10,
+        memory_reserve_bytes: 0,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let err = prover.prove(ProofRequest::new(key, partitions(&spec, 2), &mut rng)).unwrap_err();
+    assert!(
+        matches!(err.root_cause(), Error::PlanExceedsDevice { .. }),
+        "expected PlanExceedsDevice, got {err}"
+    );
+    assert_nothing_held(&prover);
+}
+
+#[test]
+fn bad_requests_get_typed_errors_before_any_work() {
+    let spec = spec(6, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let prover = cpu_prover(1, 2);
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let empty = ProofRequest::new(key.clone(), vec![], &mut rng);
+    assert!(matches!(prover.submit(empty), Err(Error::EmptyRequest)));
+    let mut short = ProofRequest::new(key.clone(), partitions(&spec, 2), &mut rng);
+    short.r.pop();
+    assert!(matches!(prover.submit(short), Err(Error::RandomnessLength { .. })));
+    let other = spec_with_inputs(7, 3).proving_key().unwrap();
+    let mismatched = ProofRequest::new(other, partitions(&spec, 1), &mut rng);
+    assert!(matches!(prover.submit(mismatched), Err(Error::ParamsMismatch { .. })));
+    // The prover is unharmed: a good request still proves.
+    assert_eq!(prover.prove(ProofRequest::new(key, partitions(&spec, 1), &mut rng)).unwrap().len(), 1);
+}
+
+fn spec_with_inputs(log_n: u32, num_inputs: usize) -> SyntheticSpec {
+    SyntheticSpec { num_inputs, ..spec(log_n, fresh_seed()) }
+}
+
+#[test]
+fn cancelling_releases_everything_and_the_prover_goes_on() {
+    let spec = spec(9, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let prover = cpu_prover(2, 2);
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let handle = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 12), &mut rng)).unwrap();
+    while handle.status().proved == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    handle.cancel();
+    let outcomes = handle.wait_each();
+    let cancelled = outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::Cancelled))).count();
+    assert!(cancelled > 0, "nothing was cancelled");
+    assert!(outcomes.iter().all(|o| o.is_ok() || cancelled > 0));
+    assert!(handle.status().cancelled);
+    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
+    assert_eq!(prover.pinned_leaked_bytes(), 0);
+    // Another request on the same prover proves as if nothing happened.
+    let proofs = prover.prove(ProofRequest::new(key.clone(), partitions(&spec, 2), &mut rng)).unwrap();
+    assert_eq!(proofs.len(), 2);
+    prover.shutdown(Shutdown::Drain);
+    assert_nothing_held(&prover);
+}
+
+#[test]
+fn shutdown_drains_or_cancels_what_is_in_flight() {
+    let spec = spec(8, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+
+    let draining = cpu_prover(2, 2);
+    let handle = draining.submit(ProofRequest::new(key.clone(), partitions(&spec, 4), &mut rng)).unwrap();
+    draining.shutdown(Shutdown::Drain);
+    assert_eq!(handle.wait().unwrap().len(), 4, "drain lost work");
+    assert!(matches!(
+        draining.submit(ProofRequest::new(key.clone(), partitions(&spec, 1), &mut rng)),
+        Err(Error::ShutDown)
+    ));
+
+    let cancelling = cpu_prover(2, 2);
+    let handle = cancelling.submit(ProofRequest::new(key.clone(), partitions(&spec, 8), &mut rng)).unwrap();
+    cancelling.shutdown(Shutdown::Cancel);
+    let outcomes = handle.wait_each();
+    assert!(outcomes.iter().any(|o| o.is_err()), "cancel finished every partition anyway");
+    assert_nothing_held(&cancelling);
+}
+
+#[test]
+fn works_inside_a_tokio_runtime_with_async_waits() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let spec = spec(7, fresh_seed());
+        let key = spec.proving_key().unwrap();
+        let prover = cpu_prover(2, 2);
+        let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+        let witnesses = partitions(&spec, 3);
+        let handle = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+        let proofs = handle.wait_async().await.unwrap();
+        let pvk = key.prepared_vk();
+        for (proof, witness) in proofs.iter().zip(&witnesses) {
+            assert!(groth16::verify(&pvk, proof, witness.public_inputs()).unwrap());
+        }
+        drop(prover); // shutting down inside the runtime must not panic
+    });
+}
+
+#[test]
+fn a_lying_budget_meets_a_real_out_of_memory_and_the_device_recovers() {
+    let spec = spec(8, fresh_seed());
+    let key: Arc<ProvingKey> = spec.proving_key().unwrap();
+    let witness = partitions(&spec, 1);
+    // Size the device for the key and one partition; tell the budget it holds ten.
+    let one = snarkpipe::actors::admission::partition_plan_bytes(
+        &snarkpipe::backend::cpu::CpuDevice::new(0, 0),
+        &witness[0].shape(),
+        8,
+    );
+    let device_bytes = key.device_bytes() + one + one / 2;
+    let prover = Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        cpu_device_bytes: device_bytes,
+        budget_bytes_override: Some(device_bytes * 10),
+        workers_per_device: 2,
+        in_flight: 4,
+        memory_reserve_bytes: 0,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let outcomes = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 8), &mut rng)).unwrap().wait_each();
+    let oom = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::OutOfMemory { .. })))
+        .count();
+    assert!(oom > 0, "the lie to the budget provoked no out-of-memory");
+    assert!(outcomes.iter().all(|o| o.is_ok() || oom > 0));
+    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
+    // The device stays usable: one partition at a time proves.
+    for _ in 0..2 {
+        let proofs = prover.prove(ProofRequest::new(key.clone(), witness.clone(), &mut rng)).unwrap();
+        assert!(groth16::verify(&key.prepared_vk(), &proofs[0], witness[0].public_inputs()).unwrap());
+    }
+    prover.shutdown(Shutdown::Drain);
+    assert_nothing_held(&prover);
+}
