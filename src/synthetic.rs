@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bellperson::groth16::VerifyingKey;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
-use blstrs::{Bls12, G1Projective, G2Projective};
+use blstrs::{G1Projective, G2Projective};
 use ff::Field;
 use group::{
     prime::{PrimeCurve, PrimeCurveAffine},
@@ -29,6 +29,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::circuit::{Density, Witness, WitnessShape};
+use crate::groth16::setup::{setup, ToxicWaste};
 use crate::math::Domain;
 use crate::params::ProvingKey;
 use crate::{Error, Result, Scalar};
@@ -271,17 +272,8 @@ impl SyntheticSpec {
                 break x;
             }
         };
-        let (alpha, beta, gamma, delta, tau) = (secret(), secret(), secret(), secret(), secret());
-        let params = bellperson::groth16::generate_parameters::<Bls12, _>(
-            self.circuit(0),
-            G1Projective::generator(),
-            G2Projective::generator(),
-            alpha,
-            beta,
-            gamma,
-            delta,
-            tau,
-        )?;
+        let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
+        let params = setup(self.circuit(0), &waste)?;
         Ok(ProvingKey::from_parameters(&params))
     }
 

@@ -8,6 +8,7 @@
 //! is byte-for-byte bellperson's for the same circuit, parameters, r and s.
 
 mod assemble;
+pub mod setup;
 mod verify;
 
 pub use assemble::assemble_proof;
