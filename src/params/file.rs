@@ -187,7 +187,8 @@ impl ParamsFile {
 
     fn decode_proving_key(&self) -> Result<Arc<ProvingKey>> {
         // After a checked open every point is known to be in its subgroup, so decoding only
-        // re-reads the coordinates (blst still checks that they are on the curve).
+        // re-reads the coordinates (blst still checks that they are on the curve). After an
+        // unchecked open nobody checks the subgroup: the trade-off `PointCheck` documents.
         let [h, l, a, b_g1, b_g2] = &self.sections;
         Ok(Arc::new(ProvingKey {
             vk: self.vk.clone(),
@@ -310,11 +311,13 @@ struct Layout {
 impl Layout {
     fn parse(map: &[u8]) -> std::result::Result<Layout, String> {
         let len = map.len();
-        if len < G1_LEN || !looks_like_g1(&map[..G1_LEN]) {
+        if len < G1_LEN {
+            return Err(format!("not a .params file: it is {len} bytes long, shorter than its first point (alpha_g1)"));
+        }
+        if !looks_like_g1(&map[..G1_LEN]) {
             return Err(format!(
-                "not a .params file: it should start with an uncompressed G1 point (alpha_g1), \
-                 but its first {} bytes are not one",
-                len.min(G1_LEN)
+                "not a .params file: it should start with an uncompressed G1 point (alpha_g1), but its \
+                 first {G1_LEN} bytes are not one"
             ));
         }
         if len < VK_FIXED_LEN + COUNT_LEN {
