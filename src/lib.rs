@@ -16,6 +16,7 @@
 
 pub mod actors;
 pub mod backend;
+pub mod bench;
 pub mod circuit;
 pub mod compat;
 pub mod error;

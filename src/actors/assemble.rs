@@ -14,8 +14,11 @@ pub struct Assembly;
 impl StageLogic for Assembly {
     const STAGE: Stage = Stage::Assemble;
 
+    fn inputs_ready(&mut self, job: &mut PartitionJob) -> Result<()> {
+        job.dtoh_done.as_ref().ok_or_else(|| missing("download event"))?.wait()
+    }
+
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
-        job.dtoh_done.as_ref().ok_or_else(|| missing("download event"))?.wait()?;
         job.failure.check()?;
         if let Some(resident) = &job.resident_key {
             resident.failure.check()?;

@@ -18,6 +18,12 @@ use crate::timeline::Track;
 /// What a stage does to a partition. Returning `Ok` passes the partition to the next stage.
 pub trait StageLogic: Send + Unpin + 'static {
     const STAGE: Stage;
+
+    /// Waits for the stage's inputs (not timed as the stage's own work).
+    fn inputs_ready(&mut self, _job: &mut PartitionJob) -> Result<()> {
+        Ok(())
+    }
+
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()>;
 }
 
@@ -53,8 +59,10 @@ impl<S: StageLogic> Handler<Advance> for StageActor<S> {
             job.finish(Err(Error::Cancelled));
             return;
         }
-        let start = Instant::now();
+        let mut start = Instant::now();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
+            self.logic.inputs_ready(&mut job)?;
+            start = Instant::now();
             job.faults.maybe_panic(S::STAGE)?;
             self.logic.advance(&mut job)
         }));

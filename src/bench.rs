@@ -1,0 +1,310 @@
+//! `snarkpipe bench`: streams synthetic partitions through the pipeline and reports what
+//! happened: time per partition, proofs verified, stage times, overlap, device busy time,
+//! budget and pinned-memory leaks, and injected faults.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::backend::BackendKind;
+use crate::error::{Error, Result};
+use crate::groth16::verify;
+use crate::prover::{DeviceSelection, ProofRequest, Prover, ProverConfig, Shutdown};
+use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
+use crate::timeline::{chrome, summary, svg};
+
+/// The bench's flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Which backend proves: auto picks CUDA when a GPU is usable, else the CPU.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendKind,
+    /// Devices to use: `all` or a list such as `0,1`.
+    #[arg(long, default_value = "all")]
+    pub devices: String,
+    /// Partitions to prove (one proof each).
+    #[arg(long, default_value_t = 4)]
+    pub partitions: usize,
+    /// Each partition fills a domain of 2^log_n (constraints + public inputs + ONE).
+    #[arg(long, default_value_t = 10)]
+    pub log_n: u32,
+    #[arg(long, value_enum, default_value = "bits")]
+    pub witness: WitnessProfile,
+    /// `setup`: keys from a test setup, proofs verify. `random`: random points, for sizes
+    /// where a setup is too slow; proofs are not verified.
+    #[arg(long, value_enum, default_value = "setup")]
+    pub keys: KeyKind,
+    /// Compute streams per device.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Partitions in flight at once.
+    #[arg(long, default_value_t = 4)]
+    pub in_flight: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write a Chrome trace (open it in ui.perfetto.dev).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Write the timeline as an SVG Gantt chart.
+    #[arg(long)]
+    pub timeline: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of the human summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Inject faults into this share of partitions (0 to 1), seeded by --seed.
+    #[arg(long, default_value_t = 0.0)]
+    pub inject_faults: f64,
+    /// Extra attempts for a failed partition.
+    #[arg(long, default_value_t = 0)]
+    pub retries: usize,
+    /// Modelled devices for the CPU backend.
+    #[arg(long, default_value_t = 1)]
+    pub cpu_devices: usize,
+    /// Memory of each modelled CPU device, in MiB.
+    #[arg(long, default_value_t = 16384)]
+    pub cpu_device_mib: u64,
+}
+
+/// Budget figures in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetFigures {
+    pub capacity_bytes: u64,
+    pub peak_bytes: u64,
+    pub leaked_bytes: u64,
+    /// Every device's budget back at full capacity once resident keys are evicted.
+    pub back_to_capacity: bool,
+}
+
+/// Pinned-memory figures in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PinnedFigures {
+    pub leaked_bytes: u64,
+}
+
+/// Fault figures in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultFigures {
+    pub injected: u64,
+    pub failed_partitions: usize,
+    /// Failures that no injected fault explains: must be 0.
+    pub cascaded: usize,
+    pub by_site: BTreeMap<String, u64>,
+}
+
+/// The bench's report (`--json` prints it).
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub backend: BackendKind,
+    pub devices: usize,
+    pub partitions: usize,
+    pub log_n: u32,
+    pub witness: WitnessProfile,
+    pub keys: KeyKind,
+    pub workers: usize,
+    pub in_flight: usize,
+    /// Proofs checked with the pairing (0 with random keys: they cannot verify).
+    pub verified: usize,
+    pub failed: usize,
+    pub proofs_checked: bool,
+    pub seconds_total: f64,
+    pub seconds_per_partition: f64,
+    pub stages: BTreeMap<String, StageFigures>,
+    pub overlap_fraction: f64,
+    pub busy_fraction: BTreeMap<String, f64>,
+    pub budget: BudgetFigures,
+    pub pinned: PinnedFigures,
+    pub faults: FaultFigures,
+    pub device_bytes_after: Vec<u64>,
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageFigures {
+    pub seconds: f64,
+}
+
+/// Runs the bench and returns its report; writes the trace and SVG if asked.
+pub fn run(args: &BenchArgs) -> Result<BenchReport> {
+    if args.partitions == 0 {
+        return Err(Error::EmptyRequest);
+    }
+    let spec = SyntheticSpec {
+        log_n: args.log_n,
+        num_inputs: 8,
+        profile: args.witness,
+        keys: args.keys,
+        seed: args.seed,
+    };
+    tracing::info!(log_n = args.log_n, "generating the proving key");
+    let key = spec.proving_key()?;
+    tracing::info!(partitions = args.partitions, "generating witnesses");
+    let witnesses =
+        (0..args.partitions).into_par_iter().map(|i| spec.witness(i).map(Arc::new)).collect::<Result<Vec<_>>>()?;
+    let config = ProverConfig {
+        backend: args.backend,
+        devices: args.devices.parse::<DeviceSelection>()?,
+        workers_per_device: args.workers,
+        in_flight: args.in_flight,
+        cpu_devices: args.cpu_devices,
+        cpu_device_bytes: args.cpu_device_mib << 20,
+        memory_reserve_bytes: if args.backend == BackendKind::Cpu { 0 } else { 1 << 30 },
+        faults: (args.inject_faults > 0.0).then_some((args.inject_faults, args.seed)),
+        retries: args.retries,
+        ..ProverConfig::default()
+    };
+    let prover = Prover::new(config)?;
+    if args.backend == BackendKind::Auto && prover.backend() == BackendKind::Cpu {
+        eprintln!("snarkpipe: no usable CUDA GPU found; proving on the CPU backend");
+    }
+
+    let mut rng = ChaCha20Rng::seed_from_u64(args.seed ^ 0x5eed);
+    let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
+    let started = Instant::now();
+    let handle = prover.submit(request)?;
+    let bar = (!args.json && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(args.partitions as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} partitions [{elapsed}] {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    if let Some(bar) = &bar {
+        while !handle.status().finished {
+            let status = handle.status();
+            bar.set_position((status.proved + status.failed) as u64);
+            bar.set_message(format!("{} failed", status.failed));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let outcomes = handle.wait_each();
+    let seconds_total = started.elapsed().as_secs_f64();
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+
+    let proofs_checked = spec.verifies();
+    let pvk = key.prepared_vk();
+    let mut verified = 0;
+    let mut failed = 0;
+    let mut cascaded = 0;
+    let mut errors = Vec::new();
+    for (witness, outcome) in witnesses.iter().zip(&outcomes) {
+        match outcome {
+            Ok(proof) if proofs_checked => {
+                if verify(&pvk, proof, witness.public_inputs())? {
+                    verified += 1;
+                } else {
+                    failed += 1;
+                    cascaded += 1;
+                    errors.push("a proof did not verify".into());
+                }
+            }
+            Ok(_) => {}
+            Err(err) => {
+                failed += 1;
+                if !err.is_injected() {
+                    cascaded += 1;
+                }
+                errors.push(err.to_string());
+            }
+        }
+    }
+
+    let timeline = prover.timeline().snapshot();
+    if let Some(path) = &args.trace {
+        chrome::write_chrome_trace(&timeline, path)?;
+    }
+    if let Some(path) = &args.timeline {
+        svg::write_svg(&timeline, path)?;
+    }
+    let summary = summary::summarize(&timeline);
+
+    let reports = prover.budget_reports()?;
+    let leaked_bytes = prover.budget_leaked_bytes()?;
+    let pinned_leaked = prover.pinned_leaked_bytes();
+    prover.evict_idle_keys();
+    let after_eviction = prover.budget_reports()?;
+    let back_to_capacity = after_eviction.iter().all(|r| r.in_use_bytes == 0 && r.waiting == 0);
+    let faults = FaultFigures {
+        injected: prover.faults().injected(),
+        failed_partitions: failed,
+        cascaded,
+        by_site: prover.faults().injected_by_site(),
+    };
+    let devices = prover.device_count();
+    let backend = prover.backend();
+    prover.shutdown(Shutdown::Drain);
+    let device_bytes_after = prover.device_allocated_bytes();
+
+    Ok(BenchReport {
+        backend,
+        devices,
+        partitions: args.partitions,
+        log_n: args.log_n,
+        witness: args.witness,
+        keys: args.keys,
+        workers: args.workers,
+        in_flight: args.in_flight,
+        verified,
+        failed,
+        proofs_checked,
+        seconds_total,
+        seconds_per_partition: seconds_total / args.partitions as f64,
+        stages: summary.stage_seconds.iter().map(|(k, v)| (k.clone(), StageFigures { seconds: *v })).collect(),
+        overlap_fraction: summary.overlap_fraction,
+        busy_fraction: summary.busy_fraction.iter().map(|(d, f)| (format!("gpu{d}"), *f)).collect(),
+        budget: BudgetFigures {
+            capacity_bytes: reports.iter().map(|r| r.capacity_bytes).sum(),
+            peak_bytes: reports.iter().map(|r| r.peak_bytes).max().unwrap_or(0),
+            leaked_bytes,
+            back_to_capacity,
+        },
+        pinned: PinnedFigures { leaked_bytes: pinned_leaked },
+        faults,
+        device_bytes_after,
+        errors,
+    })
+}
+
+/// The human summary printed without `--json`.
+pub fn describe(report: &BenchReport) -> String {
+    let mut out = format!(
+        "snarkpipe bench: {} partitions of 2^{} ({:?} witness, {:?} keys) on {} {:?} device(s), {} workers\n",
+        report.partitions, report.log_n, report.witness, report.keys, report.devices, report.backend, report.workers
+    );
+    out += &format!(
+        "  {:.3} s total, {:.3} s per partition\n",
+        report.seconds_total, report.seconds_per_partition
+    );
+    if report.proofs_checked {
+        out += &format!("  {} verified, {} failed\n", report.verified, report.failed);
+    } else {
+        out += &format!("  proofs NOT verified (random keys), {} failed\n", report.failed);
+    }
+    for (stage, figures) in &report.stages {
+        out += &format!("  {stage:>9}: {:.3} s\n", figures.seconds);
+    }
+    out += &format!("  overlap {:.0}%", report.overlap_fraction * 100.0);
+    for (device, busy) in &report.busy_fraction {
+        out += &format!(", {device} busy {:.0}%", busy * 100.0);
+    }
+    out += &format!(
+        "\n  budget peak {} of {} bytes, {} leaked; pinned leaked {} bytes\n",
+        report.budget.peak_bytes, report.budget.capacity_bytes, report.budget.leaked_bytes, report.pinned.leaked_bytes
+    );
+    if report.faults.injected > 0 {
+        out += &format!(
+            "  faults: {} injected, {} partitions failed, {} cascaded\n",
+            report.faults.injected, report.faults.failed_partitions, report.faults.cascaded
+        );
+    }
+    out
+}
