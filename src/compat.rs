@@ -5,7 +5,7 @@
 //! random variants draw r and s from the rng in bellperson's order (every r, then every s).
 //! Every proof goes through `prove_witnesses`, the one place where this module proves.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bellperson::groth16::Proof;
 use bellperson::Circuit;
@@ -14,8 +14,10 @@ use ff::Field;
 use rand_core::RngCore;
 use rayon::prelude::*;
 
+use crate::backend::BackendKind;
 use crate::circuit::{SatisfactionCheck, Witness};
 use crate::params::{PointSource, ProvingKey};
+use crate::prover::{Priority, ProofRequest, Prover, ProverConfig};
 use crate::{Error, Result, Scalar};
 
 /// Proves one circuit with the given blinding factors, like `bellperson::groth16::create_proof`.
@@ -48,13 +50,22 @@ where
 ///
 /// Fails with [`Error::RandomnessLength`] unless there are as many r's and s's as circuits,
 /// and with [`Error::EmptyRequest`] for no circuits.
-pub fn create_proof_batch<C, P>(circuits: Vec<C>, params: P, r: Vec<Scalar>, s: Vec<Scalar>) -> Result<Vec<Proof<Bls12>>>
+pub fn create_proof_batch<C, P>(
+    circuits: Vec<C>,
+    params: P,
+    r: Vec<Scalar>,
+    s: Vec<Scalar>,
+) -> Result<Vec<Proof<Bls12>>>
 where
     C: Circuit<Scalar> + Send,
     P: PointSource,
 {
     if r.len() != circuits.len() || s.len() != circuits.len() {
-        return Err(Error::RandomnessLength { circuits: circuits.len(), r: r.len(), s: s.len() });
+        return Err(Error::RandomnessLength {
+            circuits: circuits.len(),
+            r: r.len(),
+            s: s.len(),
+        });
     }
     if circuits.is_empty() {
         return Err(Error::EmptyRequest);
@@ -74,25 +85,64 @@ where
 
 /// [`create_proof_batch`] with r's and s's drawn from `rng` (all r's first, then all s's, as
 /// bellperson does, so the same rng state gives the same proofs).
-pub fn create_random_proof_batch<C, R, P>(circuits: Vec<C>, params: P, rng: &mut R) -> Result<Vec<Proof<Bls12>>>
+pub fn create_random_proof_batch<C, R, P>(
+    circuits: Vec<C>,
+    params: P,
+    rng: &mut R,
+) -> Result<Vec<Proof<Bls12>>>
 where
     C: Circuit<Scalar> + Send,
     R: RngCore,
     P: PointSource,
 {
-    let r = (0..circuits.len()).map(|_| Scalar::random(&mut *rng)).collect();
-    let s = (0..circuits.len()).map(|_| Scalar::random(&mut *rng)).collect();
+    let r = (0..circuits.len())
+        .map(|_| Scalar::random(&mut *rng))
+        .collect();
+    let s = (0..circuits.len())
+        .map(|_| Scalar::random(&mut *rng))
+        .collect();
     create_proof_batch(circuits, params, r, s)
 }
 
-/// The one place compat proves: every synthesized witness, with its own r and s.
-fn prove_witnesses(key: Arc<ProvingKey>, witnesses: Vec<Witness>, r: Vec<Scalar>, s: Vec<Scalar>) -> Result<Vec<Proof<Bls12>>> {
+/// The one place compat proves: every synthesized witness, with its own r and s, streamed
+/// through the shared default [`Prover`].
+fn prove_witnesses(
+    key: Arc<ProvingKey>,
+    witnesses: Vec<Witness>,
+    r: Vec<Scalar>,
+    s: Vec<Scalar>,
+) -> Result<Vec<Proof<Bls12>>> {
     if r.len() != witnesses.len() || s.len() != witnesses.len() {
-        return Err(Error::RandomnessLength { circuits: witnesses.len(), r: r.len(), s: s.len() });
+        return Err(Error::RandomnessLength {
+            circuits: witnesses.len(),
+            r: r.len(),
+            s: s.len(),
+        });
     }
-    witnesses
-        .iter()
-        .zip(r.into_iter().zip(s))
-        .map(|(witness, (r, s))| crate::groth16::prove(&key, witness, r, s))
-        .collect()
+    let request = ProofRequest {
+        key,
+        partitions: witnesses.into_iter().map(Arc::new).collect(),
+        r,
+        s,
+        priority: Priority::Normal,
+        devices: None,
+    };
+    default_prover()?.prove(request)
+}
+
+/// The prover the compat functions share, started on first use. `SNARKPIPE_BACKEND`
+/// (`auto`, `cpu` or `cuda`) picks its backend; the default is `auto`.
+pub fn default_prover() -> Result<&'static Prover> {
+    static DEFAULT: OnceLock<std::result::Result<Prover, Error>> = OnceLock::new();
+    DEFAULT
+        .get_or_init(|| {
+            let backend = match std::env::var("SNARKPIPE_BACKEND").as_deref() {
+                Ok("cpu") => BackendKind::Cpu,
+                Ok("cuda") => BackendKind::Cuda,
+                _ => BackendKind::Auto,
+            };
+            Prover::new(ProverConfig { backend, ..ProverConfig::default() })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }

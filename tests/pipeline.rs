@@ -280,6 +280,7 @@ fn a_lying_budget_meets_a_real_out_of_memory_and_the_device_recovers() {
         workers_per_device: 2,
         in_flight: 4,
         memory_reserve_bytes: 0,
+        retries: 0,
         ..ProverConfig::default()
     })
     .unwrap();

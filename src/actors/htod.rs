@@ -3,7 +3,7 @@
 
 use super::messages::{PartitionBuffers, PartitionJob};
 use super::stage_actor::StageLogic;
-use crate::backend::{scalar_bytes, Device, WorkTag, MSM_RESULTS_BYTES};
+use crate::backend::{scalar_bytes, Device, MSM_RESULTS_BYTES};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -18,19 +18,7 @@ impl StageLogic for Staging {
         let stream = pipeline.copy_in.clone();
         job.used(&stream);
         let resident = job.resident_key.clone().ok_or_else(|| missing("resident key"))?;
-        if resident.claim_upload() {
-            let key = &job.key;
-            let tag = WorkTag::new(job.index, Stage::Htod, &resident.failure)
-                .with("partition", job.partition_id)
-                .with("what", "proving key")
-                .with("bytes", key.device_bytes());
-            stream.copy_g1_to_device(key.h.clone(), &resident.h, &tag)?;
-            stream.copy_g1_to_device(key.l.clone(), &resident.l, &tag)?;
-            stream.copy_g1_to_device(key.a.clone(), &resident.a, &tag)?;
-            stream.copy_g1_to_device(key.b_g1.clone(), &resident.b_g1, &tag)?;
-            stream.copy_g2_to_device(key.b_g2.clone(), &resident.b_g2, &tag)?;
-            let _ = resident.uploaded.set(stream.record_event()?);
-        }
+        resident.upload_once(&job.key, &stream, job.partition_id)?;
 
         let device: &dyn Device = pipeline.device.as_ref();
         let staged = job.staged.as_ref().ok_or_else(|| missing("pinned inputs"))?;

@@ -13,7 +13,7 @@ use super::pipeline::{DevicePipeline, ResidentKey};
 use crate::backend::faults::FaultInjector;
 use crate::backend::{DeviceBuffer, DeviceStream, FailureSlot, PendingResults, StageEvent, WorkTag};
 use crate::circuit::Witness;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::groth16::MsmResults;
 use crate::memory::PinnedScalars;
 use crate::params::ProvingKey;
@@ -67,6 +67,8 @@ pub struct PartitionJob {
     pub faults: Arc<FaultInjector>,
     pub timeline: TimelineRecorder,
     pub attempt: usize,
+    /// Devices this partition already failed on (a retry goes elsewhere when it can).
+    pub avoid: Vec<usize>,
 
     // Held while in flight, released (in this order) when the job is dropped.
     pub pending_results: Option<PendingResults>,
@@ -87,7 +89,7 @@ pub struct PartitionJob {
 impl PartitionJob {
     /// A tag for device work of this partition in `stage`.
     pub fn tag(&self, stage: Stage) -> WorkTag {
-        WorkTag::new(self.index, stage, &self.failure).with("partition", self.partition_id)
+        WorkTag::new(self.index, stage, &self.failure).with("partition", self.partition_id).with("request", self.request.id)
     }
 
     /// Details of a stage for the timeline.
@@ -128,10 +130,18 @@ impl PartitionJob {
                 }
             }
         }
+        let device_failure = outcome.as_ref().err().is_some_and(|e| {
+            matches!(e.root_cause(), Error::Device { .. } | Error::OutOfMemory { .. } | Error::Injected(_))
+        });
+        self.pipeline.record_outcome(device_failure);
         let (request, index, attempt) = (self.request.clone(), self.index, self.attempt);
-        let witness = self.witness.clone();
+        let (witness, device) = (self.witness.clone(), self.pipeline.ordinal);
+        let mut avoid = std::mem::take(&mut self.avoid);
+        if outcome.is_err() {
+            avoid.push(device);
+        }
         // Fields drop in declaration order: results, buffers, pinned inputs, key, grant, token.
         drop(self);
-        request.complete(index, attempt, witness, outcome);
+        request.complete(index, attempt, witness, avoid, outcome);
     }
 }

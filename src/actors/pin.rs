@@ -3,7 +3,6 @@
 
 use super::messages::{PartitionJob, StagedInputs};
 use super::stage_actor::StageLogic;
-use crate::backend::HostRange;
 use crate::error::Result;
 use crate::stage::Stage;
 
@@ -25,22 +24,7 @@ impl StageLogic for Pinning {
             b_query: pool.stage(&witness.b_query_scalars())?,
         });
         if let Some(resident) = &job.resident_key {
-            let mut pins = resident.pins.lock();
-            if pins.is_empty() {
-                let registry = pool.registry();
-                let key = &job.key;
-                for range in [
-                    HostRange::of(&key.h),
-                    HostRange::of(&key.l),
-                    HostRange::of(&key.a),
-                    HostRange::of(&key.b_g1),
-                    HostRange::of(&key.b_g2),
-                ] {
-                    if range.len > 0 {
-                        pins.push(registry.pin(range)?);
-                    }
-                }
-            }
+            job.pipeline.pin_key_host(resident, &job.key)?;
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use super::msm::Multiexp;
 use super::ntt::Quotient;
 use super::pin::Pinning;
 use super::stage_actor::StageActor;
-use crate::backend::{g1_bytes, g2_bytes, Device, DeviceBuffer, DeviceStream, FailureSlot, StageEvent};
+use crate::backend::{g1_bytes, g2_bytes, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, StageEvent, WorkTag};
 use crate::error::Result;
 use crate::memory::{PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
@@ -61,9 +61,30 @@ impl ResidentKey {
     pub fn is_key(&self, key: &Arc<ProvingKey>) -> bool {
         self.key.upgrade().is_some_and(|k| Arc::ptr_eq(&k, key))
     }
-    /// True for the one caller that must queue the upload.
-    pub fn claim_upload(&self) -> bool {
-        !self.upload_started.swap(true, Ordering::SeqCst)
+    /// Queues the key's copies on `stream` the first time it is called; later calls do
+    /// nothing, as the stream orders them after the copies. A failed enqueue marks the key
+    /// failed, so it is dropped from the cache and uploaded afresh for the next partition.
+    pub fn upload_once(&self, key: &ProvingKey, stream: &Arc<dyn DeviceStream>, partition_id: usize) -> Result<()> {
+        if self.upload_started.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let tag = WorkTag::new(partition_id, Stage::Htod, &self.failure)
+            .with("partition", partition_id)
+            .with("what", "proving key")
+            .with("bytes", key.device_bytes());
+        let queued = (|| -> Result<()> {
+            stream.copy_g1_to_device(key.h.clone(), &self.h, &tag)?;
+            stream.copy_g1_to_device(key.l.clone(), &self.l, &tag)?;
+            stream.copy_g1_to_device(key.a.clone(), &self.a, &tag)?;
+            stream.copy_g1_to_device(key.b_g1.clone(), &self.b_g1, &tag)?;
+            stream.copy_g2_to_device(key.b_g2.clone(), &self.b_g2, &tag)?;
+            let _ = self.uploaded.set(stream.record_event()?);
+            Ok(())
+        })();
+        if let Err(err) = &queued {
+            self.failure.fail(err.clone());
+        }
+        queued
     }
 }
 
@@ -81,6 +102,8 @@ pub struct DevicePipeline {
     stages: OnceLock<StageAddrs>,
     in_flight: AtomicUsize,
     next_worker: AtomicUsize,
+    /// Partitions that failed on this device in a row (a device that keeps failing is avoided).
+    consecutive_failures: AtomicUsize,
 }
 
 impl DevicePipeline {
@@ -113,6 +136,7 @@ impl DevicePipeline {
             stages: OnceLock::new(),
             in_flight: AtomicUsize::new(0),
             next_worker: AtomicUsize::new(0),
+            consecutive_failures: AtomicUsize::new(0),
         });
         let stages = StageAddrs {
             admission: StageActor::start(1, ordinal, || Admission),
@@ -202,7 +226,59 @@ impl DevicePipeline {
         }
     }
 
-    /// Evicts every idle key (explicit `evict`, or shutdown).
+    /// Records how a partition on this device ended.
+    pub fn record_outcome(&self, device_failure: bool) {
+        if device_failure {
+            self.consecutive_failures.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.consecutive_failures.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the device has failed too many partitions in a row to be given more.
+    pub fn is_failing(&self) -> bool {
+        self.consecutive_failures.load(Ordering::SeqCst) >= 3
+    }
+
+    /// Page-locks the key's host vectors once for this resident key.
+    pub fn pin_key_host(&self, resident: &ResidentKey, key: &ProvingKey) -> Result<()> {
+        let mut pins = resident.pins.lock();
+        if !pins.is_empty() {
+            return Ok(());
+        }
+        for range in [
+            HostRange::of(&key.h),
+            HostRange::of(&key.l),
+            HostRange::of(&key.a),
+            HostRange::of(&key.b_g1),
+            HostRange::of(&key.b_g2),
+        ] {
+            if range.len > 0 {
+                pins.push(self.pool.registry().pin(range)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `key` resident now and waits for its upload (an explicit preload).
+    pub fn preload(&self, key: &Arc<ProvingKey>) -> Result<()> {
+        if self.holds_key(key) {
+            return Ok(());
+        }
+        let bytes = key.device_bytes();
+        self.evict_idle_keys_for(bytes);
+        let grant = self.budget.request(bytes)?.wait().ok_or(crate::error::Error::ShutDown)?;
+        let resident = self.make_resident(key, grant)?;
+        self.pin_key_host(&resident, key)?;
+        resident.upload_once(key, &self.copy_in, usize::MAX)?;
+        if let Some(uploaded) = resident.uploaded.get() {
+            uploaded.wait()?;
+        }
+        resident.failure.check()
+    }
+
+    /// Drops `key` (or every key) from this device's residents; returns how many went.
+    /// Partitions still using it keep it alive until they finish.
     pub fn evict_key(&self, key: Option<&Arc<ProvingKey>>) -> usize {
         let mut keys = self.keys.lock();
         let before = keys.len();

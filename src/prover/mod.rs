@@ -65,8 +65,13 @@ pub struct ProverConfig {
     pub budget_bytes_override: Option<u64>,
     /// Inject faults at this rate with this seed.
     pub faults: Option<(f64, u64)>,
-    /// Extra attempts for a failed partition (0: off).
+    /// Inject faults only into these devices (None: all), e.g. to model one failing GPU.
+    pub fault_devices: Option<Vec<usize>>,
+    /// Extra attempts for a failed partition (0: off). A retry avoids the device it failed on
+    /// when another is allowed, so a failing device loses no work.
     pub retries: usize,
+    /// Workers for particular devices, overriding `workers_per_device`.
+    pub workers_by_device: std::collections::BTreeMap<usize, usize>,
 }
 
 impl Default for ProverConfig {
@@ -81,7 +86,9 @@ impl Default for ProverConfig {
             cpu_device_bytes: 16 << 30,
             budget_bytes_override: None,
             faults: None,
-            retries: 0,
+            fault_devices: None,
+            retries: 2,
+            workers_by_device: Default::default(),
         }
     }
 }
@@ -178,10 +185,13 @@ impl Prover {
         let system = ActorSystem::start("snarkpipe-actors")?;
         let mut pipelines = Vec::new();
         for device in &devices {
-            let wrapped = if faults.is_enabled() { FaultyDevice::wrap(device.clone(), faults.clone()) } else { device.clone() };
+            let ordinal = device.info().ordinal;
+            let faulty = faults.is_enabled() && config.fault_devices.as_ref().is_none_or(|d| d.contains(&ordinal));
+            let wrapped = if faulty { FaultyDevice::wrap(device.clone(), faults.clone()) } else { device.clone() };
             let capacity = device.info().capacity_bytes;
             let budget = config.budget_bytes_override.unwrap_or(capacity.saturating_sub(config.memory_reserve_bytes.min(capacity / 2)));
-            let (workers, in_flight, timeline) = (config.workers_per_device, config.in_flight, timeline.clone());
+            let workers = config.workers_by_device.get(&ordinal).copied().unwrap_or(config.workers_per_device);
+            let (in_flight, timeline) = (config.in_flight, timeline.clone());
             pipelines.push(system.run(move || DevicePipeline::start(wrapped, budget, workers, in_flight, timeline))??);
         }
         let (submit, incoming) = unbounded();
@@ -256,7 +266,7 @@ impl Prover {
         let state = RequestState::new(id, key, r, s, priority, devices, self.config.retries, self.submit.clone());
         self.requests.lock().push(Arc::downgrade(&state));
         for (index, witness) in partitions.into_iter().enumerate() {
-            let ticket = Ticket { request: state.clone(), index, witness, attempt: 0 };
+            let ticket = Ticket { request: state.clone(), index, witness, attempt: 0, avoid: Vec::new() };
             self.submit.send(ticket).map_err(|_| Error::ShutDown)?;
         }
         Ok(ProofHandle { state })
@@ -315,9 +325,30 @@ impl Prover {
         self.pipelines.iter().map(|p| p.residency()).collect()
     }
 
-    /// Drops resident keys no partition is using, on every device; returns how many went.
+    /// Drops every resident key on every device; returns how many went. Keys in use stay
+    /// alive until their partitions finish.
     pub fn evict_idle_keys(&self) -> usize {
         self.pipelines.iter().map(|p| p.evict_key(None)).sum()
+    }
+
+    fn selected(&self, devices: Option<&[usize]>) -> Vec<&Arc<DevicePipeline>> {
+        self.pipelines.iter().filter(|p| devices.is_none_or(|d| d.contains(&p.ordinal))).collect()
+    }
+
+    /// Makes `key` resident on `devices` (None: all) now, so the first partition does not wait
+    /// for its upload. A key is never copied twice to one device.
+    pub fn preload(&self, key: &Arc<ProvingKey>, devices: Option<&[usize]>) -> Result<()> {
+        self.selected(devices).into_iter().try_for_each(|p| p.preload(key))
+    }
+
+    /// Drops `key` from `devices` (None: all); returns on how many devices it was resident.
+    pub fn evict(&self, key: &Arc<ProvingKey>, devices: Option<&[usize]>) -> usize {
+        self.selected(devices).into_iter().map(|p| p.evict_key(Some(key))).sum()
+    }
+
+    /// Whether `key` is resident on device `ordinal`.
+    pub fn is_resident(&self, key: &Arc<ProvingKey>, ordinal: usize) -> bool {
+        self.pipelines.iter().any(|p| p.ordinal == ordinal && p.holds_key(key))
     }
 
     pub fn pipelines(&self) -> &[Arc<DevicePipeline>] {

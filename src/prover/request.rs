@@ -35,6 +35,8 @@ pub struct Ticket {
     pub index: usize,
     pub witness: Arc<Witness>,
     pub attempt: usize,
+    /// Devices this partition failed on before.
+    pub avoid: Vec<usize>,
 }
 
 /// Where a request stands.
@@ -115,7 +117,14 @@ impl RequestState {
 
     /// Records a partition's outcome, or sends a failed partition round again if the retry
     /// policy allows and the failure could pass.
-    pub fn complete(self: &Arc<Self>, index: usize, attempt: usize, witness: Arc<Witness>, outcome: Result<Proof<Bls12>>) {
+    pub fn complete(
+        self: &Arc<Self>,
+        index: usize,
+        attempt: usize,
+        witness: Arc<Witness>,
+        avoid: Vec<usize>,
+        outcome: Result<Proof<Bls12>>,
+    ) {
         if let Err(err) = &outcome {
             let retryable = !matches!(
                 err.root_cause(),
@@ -123,7 +132,7 @@ impl RequestState {
             );
             if retryable && attempt < self.retries && !self.is_cancelled() {
                 tracing::warn!(request = self.id, partition = index, attempt, %err, "retrying a failed partition");
-                let ticket = Ticket { request: self.clone(), index, witness, attempt: attempt + 1 };
+                let ticket = Ticket { request: self.clone(), index, witness, attempt: attempt + 1, avoid };
                 if self.resubmit.send(ticket).is_ok() {
                     return;
                 }

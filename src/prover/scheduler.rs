@@ -66,7 +66,7 @@ impl Scheduler {
         loop {
             if self.stopping.load(Ordering::SeqCst) {
                 for Waiting { ticket, .. } in waiting.drain() {
-                    ticket.request.complete(ticket.index, usize::MAX, ticket.witness, Err(Error::ShutDown));
+                    ticket.request.complete(ticket.index, usize::MAX, ticket.witness, vec![], Err(Error::ShutDown));
                 }
                 return;
             }
@@ -88,7 +88,7 @@ impl Scheduler {
             }
             let Some(Waiting { ticket, .. }) = waiting.pop() else { continue };
             if ticket.request.is_cancelled() {
-                ticket.request.complete(ticket.index, usize::MAX, ticket.witness, Err(Error::Cancelled));
+                ticket.request.complete(ticket.index, usize::MAX, ticket.witness, vec![], Err(Error::Cancelled));
                 continue;
             }
             let Some(pipeline) = self.place(&ticket) else {
@@ -96,7 +96,7 @@ impl Scheduler {
                     "request {} asks for devices {:?}, which this prover does not have",
                     ticket.request.id, ticket.request.devices
                 ));
-                ticket.request.complete(ticket.index, usize::MAX, ticket.witness, Err(err));
+                ticket.request.complete(ticket.index, usize::MAX, ticket.witness, vec![], Err(err));
                 continue;
             };
             token.placed_on(pipeline.clone());
@@ -111,7 +111,11 @@ impl Scheduler {
         let allowed = |p: &&Arc<DevicePipeline>| {
             ticket.request.devices.as_ref().is_none_or(|devices| devices.contains(&p.ordinal))
         };
-        let candidates: Vec<_> = self.pipelines.iter().filter(allowed).collect();
+        let allowed: Vec<_> = self.pipelines.iter().filter(allowed).collect();
+        // Prefer devices that are healthy and that this partition has not failed on.
+        let healthy: Vec<_> =
+            allowed.iter().copied().filter(|p| !p.is_failing() && !ticket.avoid.contains(&p.ordinal)).collect();
+        let candidates = if healthy.is_empty() { allowed } else { healthy };
         let least_loaded = |pipelines: &[&Arc<DevicePipeline>]| {
             pipelines.iter().min_by_key(|p| (p.load() * 1000) / p.workers()).map(|p| (*p).clone())
         };
@@ -141,6 +145,7 @@ impl Scheduler {
             faults: self.faults.clone(),
             timeline: self.timeline.clone(),
             attempt: ticket.attempt,
+            avoid: ticket.avoid,
             pending_results: None,
             buffers: None,
             staged: None,

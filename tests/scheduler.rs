@@ -1,0 +1,210 @@
+//! The scheduler over several (modelled) devices: placement, priorities, affinity to a
+//! resident key, eviction under budget pressure, per-request device sets, and a failing device
+//! whose partitions move to the other one without loss.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use snarkpipe::backend::BackendKind;
+use snarkpipe::circuit::Witness;
+use snarkpipe::groth16;
+use snarkpipe::params::ProvingKey;
+use snarkpipe::prover::{Priority, ProofRequest, Prover, ProverConfig, Shutdown};
+use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
+use snarkpipe::timeline::Track;
+
+fn fresh_seed() -> u64 {
+    let seed = rand::random();
+    eprintln!("seed {seed}");
+    seed
+}
+
+fn spec(log_n: u32, num_inputs: usize) -> SyntheticSpec {
+    SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed: fresh_seed() }
+}
+
+fn partitions(spec: &SyntheticSpec, n: usize) -> Vec<Arc<Witness>> {
+    (0..n).map(|i| Arc::new(spec.witness(i).unwrap())).collect()
+}
+
+fn two_devices(in_flight: usize) -> ProverConfig {
+    ProverConfig {
+        backend: BackendKind::Cpu,
+        cpu_devices: 2,
+        workers_per_device: 1,
+        in_flight,
+        memory_reserve_bytes: 0,
+        ..ProverConfig::default()
+    }
+}
+
+/// Devices whose streams ran work of request `request`.
+fn devices_used(prover: &Prover, request: u64) -> BTreeSet<usize> {
+    prover
+        .timeline()
+        .snapshot()
+        .spans
+        .iter()
+        .filter(|s| s.args.get("request").and_then(|r| r.as_u64()) == Some(request))
+        .filter(|s| s.track.is_device())
+        .filter(|s| s.args.get("what").is_none())
+        .filter_map(|s| match &s.track {
+            Track::Stream { device, .. } => Some(*device),
+            _ => None,
+        })
+        .collect()
+}
+
+fn verify_all(key: &ProvingKey, witnesses: &[Arc<Witness>], proofs: &[bellperson::groth16::Proof<blstrs::Bls12>]) {
+    let pvk = key.prepared_vk();
+    assert_eq!(witnesses.len(), proofs.len());
+    for (w, p) in witnesses.iter().zip(proofs) {
+        assert!(groth16::verify(&pvk, p, w.public_inputs()).unwrap());
+    }
+}
+
+#[test]
+fn partitions_spread_over_both_devices() {
+    let spec = spec(8, 4);
+    let key = spec.proving_key().unwrap();
+    let witnesses = partitions(&spec, 8);
+    let prover = Prover::new(two_devices(4)).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let handle = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    verify_all(&key, &witnesses, &handle.wait().unwrap());
+    assert_eq!(devices_used(&prover, handle.id()), BTreeSet::from([0, 1]));
+    // The key went to each device once, and stays resident on both.
+    assert!(prover.is_resident(&key, 0) && prover.is_resident(&key, 1));
+    assert_eq!(prover.residency().iter().map(|(n, _)| n).sum::<usize>(), 2);
+}
+
+#[test]
+fn a_request_can_be_pinned_to_one_device() {
+    let spec = spec(7, 2);
+    let key = spec.proving_key().unwrap();
+    let witnesses = partitions(&spec, 4);
+    let prover = Prover::new(two_devices(4)).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
+    request.devices = Some(vec![1]);
+    let handle = prover.submit(request).unwrap();
+    verify_all(&key, &witnesses, &handle.wait().unwrap());
+    assert_eq!(devices_used(&prover, handle.id()), BTreeSet::from([1]));
+    assert!(!prover.is_resident(&key, 0), "the key was copied to a device the request excluded");
+    // Negative twin: a device the prover does not have is refused up front.
+    let mut bad = ProofRequest::new(key, partitions(&spec, 1), &mut rng);
+    bad.devices = Some(vec![7]);
+    assert!(matches!(prover.submit(bad), Err(snarkpipe::Error::Config(_))));
+}
+
+#[test]
+fn a_partition_goes_to_the_device_that_holds_its_key() {
+    let spec = spec(7, 2);
+    let key = spec.proving_key().unwrap();
+    let prover = Prover::new(two_devices(1)).unwrap();
+    prover.preload(&key, Some(&[1])).unwrap();
+    assert!(prover.is_resident(&key, 1) && !prover.is_resident(&key, 0));
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    for _ in 0..3 {
+        let handle = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 1), &mut rng)).unwrap();
+        handle.wait().unwrap();
+        assert_eq!(devices_used(&prover, handle.id()), BTreeSet::from([1]), "ignored the resident key");
+    }
+    // Negative twin: once evicted, placement falls back to the least-loaded device (0 on a tie).
+    assert_eq!(prover.evict(&key, None), 1);
+    let handle = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 1), &mut rng)).unwrap();
+    handle.wait().unwrap();
+    assert_eq!(devices_used(&prover, handle.id()), BTreeSet::from([0]));
+}
+
+#[test]
+fn higher_priority_is_admitted_before_waiting_lower_priority() {
+    let spec = spec(9, 2);
+    let key = spec.proving_key().unwrap();
+    let prover = Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        workers_per_device: 1,
+        in_flight: 1,
+        memory_reserve_bytes: 0,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let batch = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 10), &mut rng)).unwrap();
+    while batch.status().proved == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut urgent = ProofRequest::new(key.clone(), partitions(&spec, 1), &mut rng);
+    urgent.priority = Priority::Critical;
+    let urgent = prover.submit(urgent).unwrap();
+    urgent.wait().unwrap();
+    let proved_before = batch.status().proved;
+    assert!(proved_before <= 4, "the critical request waited behind {proved_before} normal partitions");
+    batch.wait().unwrap();
+    // Negative twin: a low-priority request submitted during a batch waits for all of it.
+    let batch = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 4), &mut rng)).unwrap();
+    let mut late = ProofRequest::new(key, partitions(&spec, 1), &mut rng);
+    late.priority = Priority::Low;
+    let late = prover.submit(late).unwrap();
+    late.wait().unwrap();
+    assert_eq!(batch.status().proved, 4, "a low-priority request overtook normal work");
+    prover.shutdown(Shutdown::Drain);
+}
+
+#[test]
+fn least_recently_used_keys_are_evicted_under_budget_pressure() {
+    let first_spec = spec(8, 2);
+    let second_spec = spec(8, 3);
+    let first = first_spec.proving_key().unwrap();
+    let second = second_spec.proving_key().unwrap();
+    let plan = snarkpipe::actors::admission::partition_plan_bytes(
+        &snarkpipe::backend::cpu::CpuDevice::new(0, 0),
+        &first_spec.witness(0).unwrap().shape(),
+        8,
+    );
+    // Room for one key and one partition, not for two keys.
+    let device_bytes = first.device_bytes().max(second.device_bytes()) + plan + plan / 4;
+    let prover = Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        cpu_device_bytes: device_bytes,
+        in_flight: 1,
+        memory_reserve_bytes: 0,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    for round in 0..2 {
+        for (key, spec) in [(&first, &first_spec), (&second, &second_spec)] {
+            let witnesses = partitions(spec, 2);
+            let proofs = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+            verify_all(key, &witnesses, &proofs);
+            assert!(prover.is_resident(key, 0), "round {round}: the key in use is not resident");
+            assert_eq!(prover.residency()[0].0, 1, "round {round}: two keys resident beyond the budget");
+        }
+    }
+    let report = &prover.budget_reports().unwrap()[0];
+    assert!(report.peak_bytes <= report.capacity_bytes);
+}
+
+#[test]
+fn a_failing_device_loses_no_work() {
+    let spec = spec(7, 2);
+    let key = spec.proving_key().unwrap();
+    let witnesses = partitions(&spec, 12);
+    let prover = Prover::new(ProverConfig {
+        faults: Some((1.0, fresh_seed())),
+        fault_devices: Some(vec![1]),
+        retries: 3,
+        ..two_devices(4)
+    })
+    .unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let proofs = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    verify_all(&key, &witnesses, &proofs);
+    assert!(prover.faults().injected() > 0, "device 1 never failed");
+    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
+    assert_eq!(prover.pinned_leaked_bytes(), 0);
+}
