@@ -71,7 +71,11 @@ impl Density {
 
     /// `values[i]` for every used variable `i`, in order.
     pub fn select<'a>(&'a self, values: &'a [Scalar]) -> impl Iterator<Item = Scalar> + 'a {
-        self.bits.iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value)
+        self.bits
+            .iter()
+            .zip(values)
+            .filter(|(&bit, _)| bit)
+            .map(|(_, value)| *value)
     }
 }
 
@@ -133,7 +137,10 @@ impl Witness {
     /// Errors: [`crate::Error::MissingAssignment`] if a value is missing,
     /// [`crate::Error::EmptyCircuit`] if the circuit itself enforces no constraint, and with
     /// `check` on, [`crate::Error::Unsatisfied`] naming the first violated constraint.
-    pub fn synthesize<C: bellperson::Circuit<Scalar>>(circuit: C, check: SatisfactionCheck) -> Result<Witness> {
+    pub fn synthesize<C: bellperson::Circuit<Scalar>>(
+        circuit: C,
+        check: SatisfactionCheck,
+    ) -> Result<Witness> {
         synthesize::synthesize_witness(circuit, check)
     }
 
@@ -157,7 +164,8 @@ impl Witness {
     /// Scalars for the A query, in the order of the parameters' `a` vector: every input, then
     /// the aux variables that occur in A.
     pub fn a_query_scalars(&self) -> Vec<Scalar> {
-        let mut scalars = Vec::with_capacity(self.input_assignment.len() + self.a_aux_density.total());
+        let mut scalars =
+            Vec::with_capacity(self.input_assignment.len() + self.a_aux_density.total());
         scalars.extend_from_slice(&self.input_assignment);
         scalars.extend(self.a_aux_density.select(&self.aux_assignment));
         scalars
@@ -166,7 +174,8 @@ impl Witness {
     /// Scalars for the B queries (`b_g1` and `b_g2`): the inputs that occur in B, then the aux
     /// variables that occur in B.
     pub fn b_query_scalars(&self) -> Vec<Scalar> {
-        let mut scalars = Vec::with_capacity(self.b_input_density.total() + self.b_aux_density.total());
+        let mut scalars =
+            Vec::with_capacity(self.b_input_density.total() + self.b_aux_density.total());
         scalars.extend(self.b_input_density.select(&self.input_assignment));
         scalars.extend(self.b_aux_density.select(&self.aux_assignment));
         scalars
