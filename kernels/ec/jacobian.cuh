@@ -6,6 +6,13 @@
 #pragma once
 #include "../ff/bls12_381.cuh"
 
+// Point operations are calls on the device, so that each kernel stays small for ptxas.
+#if defined(__CUDA_ARCH__)
+#define EC_FN __device__ __noinline__
+#else
+#define EC_FN inline
+#endif
+
 template <class F>
 struct affine_t {
     F x, y;
@@ -28,7 +35,7 @@ struct jacobian_t {
     HD jacobian_t neg() const { jacobian_t r = *this; r.y = -y; return r; }
 
     // dbl-2009-l: 2M + 5S.
-    HD jacobian_t dbl() const {
+    EC_FN jacobian_t dbl() const {
         F A = x.sqr(), B = y.sqr(), C = B.sqr();
         F D = ((x + B).sqr() - A - C).dbl();
         F E = A.dbl() + A, Fq = E.sqr();
@@ -41,7 +48,7 @@ struct jacobian_t {
     }
 
     // this + a (affine), madd-2007-bl: 7M + 4S.
-    HD jacobian_t add_affine(const affine_t<F>& a) const {
+    EC_FN jacobian_t add_affine(const affine_t<F>& a) const {
         if (a.is_inf()) return *this;
         if (is_inf()) return from_affine(a);
         F Z1Z1 = z.sqr();
@@ -65,7 +72,7 @@ struct jacobian_t {
     }
 
     // this + q, add-2007-bl: 11M + 5S.
-    HD jacobian_t add(const jacobian_t& q) const {
+    EC_FN jacobian_t add(const jacobian_t& q) const {
         if (q.is_inf()) return *this;
         if (is_inf()) return q;
         F Z1Z1 = z.sqr(), Z2Z2 = q.z.sqr();

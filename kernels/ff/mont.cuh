@@ -12,6 +12,14 @@
 #define __device__
 #endif
 
+// Fp multiplications are called, not inlined, on the device: inlining them into G2 formulas
+// makes ptxas run for many minutes. Fr multiplications stay inline (the NTT's hot loop).
+#if defined(__CUDA_ARCH__)
+#define MUL_OUTLINED __device__ __noinline__
+#else
+#define MUL_OUTLINED inline
+#endif
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -73,8 +81,14 @@ struct mont_t {
     }
     HD mont_t dbl() const { return *this + *this; }
 
-    // CIOS Montgomery multiplication: a·b·R^-1 mod P, inputs and output < P.
     friend HD mont_t operator*(const mont_t& a, const mont_t& b) {
+        if (N > 8) return mul_outlined(a, b);
+        return mul_inline(a, b);
+    }
+    static MUL_OUTLINED mont_t mul_outlined(const mont_t& a, const mont_t& b) { return mul_inline(a, b); }
+
+    // CIOS Montgomery multiplication: a·b·R^-1 mod P, inputs and output < P.
+    static HD mont_t mul_inline(const mont_t& a, const mont_t& b) {
         const u32* p = P();
         u32 t[N + 2];
         for (int i = 0; i < N + 2; i++) t[i] = 0;

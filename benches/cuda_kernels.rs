@@ -1,0 +1,174 @@
+//! GPU figures for the kernels, each against a floor measured in the same run and the sppark
+//! reference on an H200. Prints a markdown table (and writes it to $OUT/bench.md when OUT is
+//! set). Without a GPU it says so and exits 0. Env: SNARKPIPE_BENCH_MAX_LOG (MSM G1 cap, 24).
+
+use std::time::Instant;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::{Curve, Group};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions, ProbeField};
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn scalars(n: usize, bits: bool) -> Vec<Scalar> {
+    (0..n)
+        .into_par_iter()
+        .chunks(1 << 16)
+        .flat_map_iter(|chunk| {
+            let mut r = ChaCha8Rng::seed_from_u64(rand::random());
+            chunk.into_iter().map(move |_| {
+                if !bits {
+                    return Scalar::random(&mut r);
+                }
+                match r.next_u32() % 100 {
+                    0..=44 => Scalar::ZERO,
+                    45..=94 => Scalar::ONE,
+                    _ => Scalar::random(&mut r),
+                }
+            })
+        })
+        .collect()
+}
+
+/// 2^20 distinct random points, repeated to n (the timing does not depend on distinctness).
+fn points<G: Group + Curve>(n: usize) -> Vec<G::AffineRepr>
+where
+    G::AffineRepr: Default + Copy + Send + Sync,
+{
+    let distinct = n.min(1 << 20);
+    let mut proj = vec![G::identity(); distinct];
+    proj.par_chunks_mut(4096).for_each(|chunk| {
+        let mut r = ChaCha8Rng::seed_from_u64(rand::random());
+        let (mut p, q) = (G::random(&mut r), G::random(&mut r));
+        for x in chunk.iter_mut() {
+            *x = p;
+            p += q;
+        }
+    });
+    let mut aff = vec![G::AffineRepr::default(); distinct];
+    G::batch_normalize(&proj, &mut aff);
+    (0..n).map(|i| aff[i % distinct]).collect()
+}
+
+fn time_ms(runs: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm-up
+    median((0..runs).map(|_| {
+        let t = Instant::now();
+        f();
+        t.elapsed().as_secs_f64() * 1e3
+    }).collect())
+}
+
+fn ntt_ms(s: &GpuStream, log_n: u32) -> f64 {
+    let base = scalars(1 << 20, false);
+    let v: Vec<Scalar> = (0..1usize << log_n).map(|i| base[i % base.len()]).collect();
+    let mut buf = s.upload(&v).unwrap();
+    drop(v);
+    s.ntt_forward(&mut buf, log_n).unwrap();
+    s.synchronize().unwrap();
+    median((0..5).map(|_| {
+        let a = s.record().unwrap();
+        s.ntt_forward(&mut buf, log_n).unwrap();
+        let b = s.record().unwrap();
+        s.elapsed_ms(&a, &b).unwrap() as f64
+    }).collect())
+}
+
+fn main() {
+    if !cuda_available() {
+        println!("cuda_kernels bench: no CUDA driver or GPU on this machine; nothing to measure");
+        return;
+    }
+    let max_g1: u32 = std::env::var("SNARKPIPE_BENCH_MAX_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
+    let ctx = GpuContext::open(0).expect("open GPU");
+    let s = ctx.new_stream().unwrap();
+    let mut rows: Vec<String> = Vec::new();
+    let mut row = |what: String, figure: String, floor: String, reference: String| {
+        println!("{what}: {figure} (floor {floor}; sppark {reference})");
+        rows.push(format!("| {what} | {figure} | {floor} | {reference} |"));
+    };
+
+    let htod = s.pinned_htod_bandwidth(1 << 30).unwrap();
+    let dtod = s.dtod_bandwidth(1 << 31).unwrap();
+    let fr_rate = s.field_mul_rate(ProbeField::Fr, 132 * 2048 * 4, 2000).unwrap();
+    let fp_rate = s.field_mul_rate(ProbeField::Fp, 132 * 2048 * 2, 1000).unwrap();
+    row("pinned HtoD".into(), format!("{:.1} GB/s", htod / 1e9), "55 GB/s (HOPPER.md)".into(), "–".into());
+    row("DtoD copy (r+w)".into(), format!("{:.0} GB/s", dtod / 1e9), "4200 GB/s (HOPPER.md)".into(), "–".into());
+    row("Fr mul rate".into(), format!("{:.1} G/s", fr_rate / 1e9), "–".into(), "–".into());
+    row("Fp mul rate".into(), format!("{:.1} G/s", fp_rate / 1e9), "29 G/s (peak estimate)".into(), "–".into());
+
+    let sppark_ntt = |l: u32| match l { 20 => "0.28 ms", 22 => "1.12 ms", 24 => "4.73 ms", 26 => "23.8 ms", 27 => "44.4 ms", _ => "–" };
+    for log_n in 20..=27u32 {
+        let ms = ntt_ms(&s, log_n);
+        // floor: log n passes? no: compute floor = (n/2)·log n Fr muls at the measured rate;
+        // memory floor = 4 passes of read+write at the measured DtoD rate.
+        let n = (1u64 << log_n) as f64;
+        let compute = n / 2.0 * log_n as f64 / fr_rate * 1e3;
+        let memory = 4.0 * 2.0 * 32.0 * n / dtod * 1e3;
+        row(format!("NTT 2^{log_n}"), format!("{ms:.2} ms"), format!("{:.2} ms", compute.max(memory)), sppark_ntt(log_n).into());
+    }
+    ctx.clear_caches();
+
+    let sppark_msm = |l: u32| match l { 20 => "22.4 ms", 22 => "55.1 ms", 24 => "162 ms", 26 => "567 ms", _ => "–" };
+    let g1_all = points::<G1Projective>(1 << max_g1);
+    let g1_bases = s.upload(&g1_all).unwrap();
+    let mut cpu_note = String::new();
+    for log_n in (16..=max_g1).step_by(2) {
+        let n = 1usize << log_n;
+        for bits in [false, true] {
+            let sc = scalars(n, bits);
+            let ds = s.upload(&sc).unwrap();
+            let opts = MsmOptions { ones_fast_path: bits, ..Default::default() };
+            let ms = time_ms(3, || {
+                s.msm_g1(&g1_bases, &ds, n, opts).unwrap();
+            });
+            let c = snarkpipe::backend::cuda::window_bits_for(n) as f64;
+            let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
+            let floor = adds * 11.0 / fp_rate * 1e3;
+            let profile = if bits { "bits" } else { "random" };
+            row(format!("G1 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), if bits { "–" } else { sppark_msm(log_n) }.into());
+            if log_n == 20 && !bits {
+                let t = Instant::now();
+                let cpu = G1Projective::multi_exp(&g1_all[..n].iter().map(G1Projective::from).collect::<Vec<_>>(), &sc);
+                cpu_note = format!("CPU (blstrs multi_exp, this machine) G1 2^20: {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+                let _: G1Affine = cpu.to_affine();
+            }
+        }
+    }
+    drop(g1_bases);
+    let max_g2 = max_g1.min(22);
+    let g2_all = points::<G2Projective>(1 << max_g2);
+    let g2_bases = s.upload(&g2_all).unwrap();
+    for log_n in (16..=max_g2).step_by(2) {
+        let n = 1usize << log_n;
+        for bits in [false, true] {
+            let sc = scalars(n, bits);
+            let ds = s.upload(&sc).unwrap();
+            let opts = MsmOptions { ones_fast_path: bits, ..Default::default() };
+            let ms = time_ms(3, || {
+                s.msm_g2(&g2_bases, &ds, n, opts).unwrap();
+            });
+            let c = snarkpipe::backend::cuda::window_bits_for(n) as f64;
+            let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
+            let floor = adds * 33.0 / fp_rate * 1e3;
+            let profile = if bits { "bits" } else { "random" };
+            row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), "–".into());
+        }
+    }
+    let _: Vec<G2Affine> = Vec::new();
+
+    let mut table = format!("GPU: {} (kernels from {:?})\n\n| what | figure | floor | sppark (H200) |\n| --- | --- | --- | --- |\n", ctx.name(), ctx.kernel_source());
+    table += &rows.join("\n");
+    table += &format!("\n\n{cpu_note}\n");
+    println!("\n{table}");
+    if let Ok(out) = std::env::var("OUT") {
+        let _ = std::fs::write(format!("{out}/bench.md"), &table);
+    }
+}

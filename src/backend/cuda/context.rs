@@ -1,0 +1,479 @@
+//! Safe RAII types over one GPU: the context with its loaded kernels, streams, typed device
+//! buffers, timed events on the host clock, and page-locked host ranges.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use blstrs::{G1Affine, G2Affine, Scalar};
+use cudarc::driver::result::DriverError;
+use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use super::raw;
+use crate::error::{Error, Result};
+
+/// A kernel file as embedded by build.rs: sm_90 cubin and PTX when nvcc was found at build
+/// time, and always the source (headers inlined) for NVRTC.
+pub(crate) struct EmbeddedModule {
+    pub name: &'static str,
+    pub cubin_sm90: Option<&'static [u8]>,
+    pub ptx: Option<&'static str>,
+    pub source: &'static str,
+}
+
+pub(crate) const MODULES: &[EmbeddedModule] = include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+
+/// Every `extern "C" __global__` entry point of kernels/, by module.
+const ENTRY_POINTS: &[(&str, &[&str])] = &[
+    (
+        "ntt",
+        &[
+            "ntt_bit_reverse",
+            "ntt_expand_powers",
+            "ntt_scale_by_powers",
+            "ntt_reverse_and_scale",
+            "ntt_dit_stages",
+            "ntt_quotient_pointwise",
+            "ff_fr_mul_rate",
+            "ff_fp_mul_rate",
+        ],
+    ),
+    (
+        "msm",
+        &[
+            "msm_prepare_scalars",
+            "msm_digit_histogram",
+            "msm_scatter",
+            "msm_scan_tiles",
+            "msm_scan_totals",
+            "msm_scan_add",
+            "msm_g1_buckets",
+            "msm_g1_window_segments",
+            "msm_g1_reduce",
+            "msm_g1_sum_flagged",
+            "msm_g2_buckets",
+            "msm_g2_window_segments",
+            "msm_g2_reduce",
+            "msm_g2_sum_flagged",
+        ],
+    ),
+];
+
+/// A driver error as the crate's error, naming the device and the operation.
+pub(crate) fn driver_error(device: usize, operation: &'static str, err: DriverError) -> Error {
+    let name = err.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let text = err.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    Error::Device { device, operation, message: format!("{name} ({}): {text}", err.0 as u32) }
+}
+
+/// How the kernels were loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelSource {
+    /// The build's sm_90 cubin.
+    Cubin,
+    /// The build's compute_90 PTX, compiled by the driver.
+    Ptx,
+    /// The embedded sources, compiled at run time by NVRTC.
+    Nvrtc,
+}
+
+/// One GPU with the snarkpipe kernels loaded.
+pub struct GpuContext {
+    ordinal: usize,
+    ctx: Arc<CudaContext>,
+    functions: HashMap<&'static str, CudaFunction>,
+    loaded_from: KernelSource,
+    pub(crate) ntt_tables: Mutex<HashMap<u32, Arc<super::ntt::NttTables>>>,
+}
+
+impl std::fmt::Debug for GpuContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuContext(device {}, kernels from {:?})", self.ordinal, self.loaded_from)
+    }
+}
+
+impl GpuContext {
+    /// Opens GPU `ordinal` and loads the kernels: the cubin on sm_90, else PTX, else NVRTC.
+    pub fn open(ordinal: usize) -> Result<Arc<GpuContext>> {
+        if !super::cuda_available() || ordinal >= super::device_count() {
+            return Err(Error::BackendUnavailable(format!("no CUDA device {ordinal}")));
+        }
+        let e = |op| move |err| driver_error(ordinal, op, err);
+        let ctx = CudaContext::new(ordinal).map_err(e("create context"))?;
+        // Streams are ordered explicitly with events; cudarc's per-buffer tracking is not needed.
+        // SAFETY: no buffer or stream of this context exists yet.
+        unsafe { ctx.disable_event_tracking() };
+        let cc = ctx.compute_capability().map_err(e("query compute capability"))?;
+        let mut functions = HashMap::new();
+        let mut loaded_from = KernelSource::Cubin;
+        for (module_name, names) in ENTRY_POINTS {
+            let embedded = MODULES.iter().find(|m| m.name == *module_name).ok_or_else(|| Error::Device {
+                device: ordinal,
+                operation: "load kernels",
+                message: format!("kernel module {module_name} was not embedded"),
+            })?;
+            let (ptx, source) = match (cc, embedded.cubin_sm90, embedded.ptx) {
+                ((9, 0), Some(cubin), _) => (Ptx::from_binary(cubin.to_vec()), KernelSource::Cubin),
+                (_, _, Some(ptx)) if cc.0 >= 9 => (Ptx::from_src(ptx), KernelSource::Ptx),
+                _ => (nvrtc_compile(ordinal, embedded, cc)?, KernelSource::Nvrtc),
+            };
+            if source != KernelSource::Cubin {
+                loaded_from = source;
+            }
+            let module = ctx.load_module(ptx).map_err(e("load kernel module"))?;
+            for name in names.iter() {
+                functions.insert(*name, module.load_function(name).map_err(e("find kernel"))?);
+            }
+        }
+        Ok(Arc::new(GpuContext { ordinal, ctx, functions, loaded_from, ntt_tables: Mutex::new(HashMap::new()) }))
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+    pub fn kernel_source(&self) -> KernelSource {
+        self.loaded_from
+    }
+    pub fn name(&self) -> String {
+        self.ctx.name().unwrap_or_else(|_| "CUDA device".into())
+    }
+
+    /// (free, total) bytes of device memory as the driver sees them.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.ctx.mem_get_info().map_err(|err| driver_error(self.ordinal, "query memory", err))
+    }
+
+    /// A new stream of this GPU.
+    pub fn new_stream(self: &Arc<Self>) -> Result<GpuStream> {
+        let inner = self.ctx.new_stream().map_err(|err| driver_error(self.ordinal, "create stream", err))?;
+        Ok(GpuStream { gpu: self.clone(), inner })
+    }
+
+    /// Waits for all work on this GPU.
+    pub fn synchronize(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(|err| driver_error(self.ordinal, "synchronize", err))
+    }
+
+    /// Frees the cached NTT tables (they are rebuilt on demand).
+    pub fn clear_caches(&self) {
+        self.ntt_tables.lock().unwrap().clear();
+    }
+
+    pub(crate) fn function(&self, name: &'static str) -> &CudaFunction {
+        // Every name in ENTRY_POINTS was loaded by `open`; callers only use those names.
+        &self.functions[name]
+    }
+
+    /// Page-locks a host range (cuMemHostRegister) until the returned value is dropped.
+    /// A range someone else already registered yields `Ok(HostRegistration::AlreadyRegistered)`.
+    ///
+    /// The caller must keep the memory allocated while the registration is alive.
+    pub fn register_host<T>(self: &Arc<Self>, range: &[T]) -> Result<HostRegistration> {
+        let ptr = range.as_ptr() as *mut c_void;
+        let len = std::mem::size_of_val(range);
+        self.ctx.bind_to_thread().map_err(|err| driver_error(self.ordinal, "bind context", err))?;
+        // SAFETY: `range` is a live allocation of `len` bytes; the registration is undone in
+        // `Drop` of the returned value, which the caller keeps no longer than the memory.
+        match unsafe { raw::host_register(ptr, len) } {
+            Ok(()) => Ok(HostRegistration::Registered(PinnedRange { gpu: self.clone(), ptr: ptr as usize, len })),
+            Err(DriverError(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)) => Ok(HostRegistration::AlreadyRegistered),
+            Err(err) => Err(driver_error(self.ordinal, "register host memory", err)),
+        }
+    }
+}
+
+
+fn nvrtc_compile(ordinal: usize, module: &EmbeddedModule, cc: (i32, i32)) -> Result<Ptx> {
+    let arch: Option<&'static str> = match cc {
+        (7, 0) => Some("compute_70"),
+        (7, 5) => Some("compute_75"),
+        (8, 0) => Some("compute_80"),
+        (8, 6) => Some("compute_86"),
+        (8, 9) => Some("compute_89"),
+        (9, 0) => Some("compute_90"),
+        (10, 0) => Some("compute_100"),
+        (12, 0) => Some("compute_120"),
+        _ => None,
+    };
+    let opts = CompileOptions { arch, name: Some(format!("{}.cu", module.name)), ..Default::default() };
+    cudarc::nvrtc::compile_ptx_with_opts(module.source, opts).map_err(|err| Error::Device {
+        device: ordinal,
+        operation: "compile kernels with NVRTC",
+        message: format!("{}: {err:?}", module.name),
+    })
+}
+
+/// The outcome of [`GpuContext::register_host`].
+#[derive(Debug)]
+pub enum HostRegistration {
+    /// Registered by this call; unregistered when dropped.
+    Registered(PinnedRange),
+    /// Already page-locked by someone else: state, not failure; nothing to undo.
+    AlreadyRegistered,
+}
+
+/// A host range this process page-locked; unregisters on drop.
+#[derive(Debug)]
+pub struct PinnedRange {
+    gpu: Arc<GpuContext>,
+    ptr: usize,
+    len: usize,
+}
+
+impl PinnedRange {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Unregisters now, reporting a driver error (drop ignores it).
+    pub fn unregister(self) -> Result<()> {
+        let result = self.unregister_inner();
+        std::mem::forget(self);
+        result
+    }
+    fn unregister_inner(&self) -> Result<()> {
+        self.gpu.ctx.bind_to_thread().map_err(|err| driver_error(self.gpu.ordinal, "bind context", err))?;
+        // SAFETY: `ptr` was registered by `register_host` and not yet unregistered (this value
+        // is consumed or dropped exactly once).
+        unsafe { raw::host_unregister(self.ptr as *mut c_void) }
+            .map_err(|err| driver_error(self.gpu.ordinal, "unregister host memory", err))
+    }
+}
+
+impl Drop for PinnedRange {
+    fn drop(&mut self) {
+        let _ = self.unregister_inner();
+    }
+}
+
+/// Host types that live on the device as their exact bytes.
+///
+/// # Safety
+/// Implementors must be plain data without padding whose every bit pattern is a valid value,
+/// with the size and layout the kernels expect.
+pub unsafe trait DeviceElement: Copy + Send + Sync + 'static {}
+
+// SAFETY: blstrs::Scalar is repr(transparent) over blst_fr { l: [u64; 4] } (Montgomery limbs),
+// the 8×u32 little-endian limbs of fr_t in kernels/ff.
+unsafe impl DeviceElement for Scalar {}
+// SAFETY: G1Affine is repr(transparent) over blst_p1_affine { x: [u64; 6], y: [u64; 6] } (repr(C)),
+// the layout of affine_t<fp_t>; the point at infinity is all zeros on both sides.
+unsafe impl DeviceElement for G1Affine {}
+// SAFETY: G2Affine is repr(transparent) over blst_p2_affine { x: blst_fp2, y: blst_fp2 } (repr(C),
+// blst_fp2 = [blst_fp; 2]), the layout of affine_t<fp2_t>.
+unsafe impl DeviceElement for G2Affine {}
+// SAFETY: plain integers.
+unsafe impl DeviceElement for u32 {}
+unsafe impl DeviceElement for u8 {}
+// SAFETY: G1/G2 Jacobian points as raw limbs, the layout of jacobian_t<fp_t>/<fp2_t>.
+unsafe impl DeviceElement for G1Jacobian {}
+unsafe impl DeviceElement for G2Jacobian {}
+
+/// A G1 point in Jacobian coordinates as the kernels write it (blst_p1 layout: X, Y, Z).
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct G1Jacobian(pub [u64; 18]);
+/// A G2 point in Jacobian coordinates as the kernels write it (blst_p2 layout).
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct G2Jacobian(pub [u64; 36]);
+
+/// The bytes of a slice of device elements.
+pub(crate) fn as_bytes<T: DeviceElement>(s: &[T]) -> &[u8] {
+    // SAFETY: DeviceElement types are padding-free plain data; the byte view covers exactly
+    // the slice's memory and borrows it for the same lifetime.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
+}
+
+/// Device memory holding `len` values of `T`, freed on drop.
+pub struct GpuBuffer<T> {
+    pub(crate) bytes: CudaSlice<u8>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: DeviceElement> GpuBuffer<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn size_bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+    pub(crate) fn ptr(&self, stream: &GpuStream) -> sys::CUdeviceptr {
+        let (ptr, _sync) = self.bytes.device_ptr(&stream.inner);
+        ptr
+    }
+}
+
+/// A device event recorded on a stream, timed against the device clock.
+pub struct TimedEvent {
+    pub(crate) event: CudaEvent,
+}
+
+/// Maps device event times onto the host clock: a reference event recorded at a known host
+/// instant; later events are placed by their elapsed device time since it.
+pub struct GpuClock {
+    reference: CudaEvent,
+    host: Instant,
+}
+
+impl GpuClock {
+    /// The host instant at which `event` completed (the event must have completed).
+    pub fn host_time(&self, event: &TimedEvent) -> Result<Instant> {
+        let ms = self.reference.elapsed_ms(&event.event).map_err(|err| driver_error(0, "read event time", err))?;
+        Ok(if ms >= 0.0 {
+            self.host + Duration::from_secs_f64(ms as f64 / 1e3)
+        } else {
+            self.host - Duration::from_secs_f64(-ms as f64 / 1e3)
+        })
+    }
+}
+
+/// An in-order queue of work on one GPU.
+pub struct GpuStream {
+    pub(crate) gpu: Arc<GpuContext>,
+    pub(crate) inner: Arc<CudaStream>,
+}
+
+impl GpuStream {
+    pub fn gpu(&self) -> &Arc<GpuContext> {
+        &self.gpu
+    }
+    pub(crate) fn err(&self, op: &'static str) -> impl Fn(DriverError) -> Error + '_ {
+        move |err| driver_error(self.gpu.ordinal, op, err)
+    }
+
+    /// Uninitialised device memory for `len` values.
+    pub fn alloc<T: DeviceElement>(&self, len: usize) -> Result<GpuBuffer<T>> {
+        let bytes = len * std::mem::size_of::<T>();
+        // SAFETY: u8 has no invalid bit patterns; kernels write before reading (callers' duty
+        // for the contents, not for memory safety of the host).
+        let slice = unsafe { self.inner.alloc::<u8>(bytes.max(1)) }.map_err(|err| self.alloc_error(bytes, err))?;
+        Ok(GpuBuffer { bytes: slice, len, _t: PhantomData })
+    }
+
+    /// Device memory for `len` values, all bytes zero.
+    pub fn alloc_zeroed<T: DeviceElement>(&self, len: usize) -> Result<GpuBuffer<T>> {
+        let bytes = len * std::mem::size_of::<T>();
+        let slice = self.inner.alloc_zeros::<u8>(bytes.max(1)).map_err(|err| self.alloc_error(bytes, err))?;
+        Ok(GpuBuffer { bytes: slice, len, _t: PhantomData })
+    }
+
+    fn alloc_error(&self, bytes: usize, err: DriverError) -> Error {
+        if err.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            Error::OutOfMemory { device: self.gpu.ordinal, requested_bytes: bytes as u64 }
+        } else {
+            driver_error(self.gpu.ordinal, "allocate device memory", err)
+        }
+    }
+
+    /// Copies host values to a new device buffer (asynchronous when `src` is page-locked).
+    pub fn upload<T: DeviceElement>(&self, src: &[T]) -> Result<GpuBuffer<T>> {
+        let mut dst = self.alloc::<T>(src.len())?;
+        self.upload_into(src, &mut dst)?;
+        Ok(dst)
+    }
+
+    /// Copies host values into the start of an existing device buffer.
+    pub fn upload_into<T: DeviceElement>(&self, src: &[T], dst: &mut GpuBuffer<T>) -> Result<()> {
+        if src.len() > dst.len {
+            return Err(Error::Device { device: self.gpu.ordinal, operation: "copy to device", message: format!("{} values into a buffer of {}", src.len(), dst.len) });
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        let mut view = dst.bytes.slice_mut(0..std::mem::size_of_val(src));
+        self.inner.memcpy_htod(as_bytes(src), &mut view).map_err(self.err("copy to device"))
+    }
+
+    /// Copies a device buffer back to the host (waits for the stream).
+    pub fn download<T: DeviceElement>(&self, src: &GpuBuffer<T>) -> Result<Vec<T>> {
+        let bytes: Vec<u8> = self.inner.clone_dtoh(&src.bytes.slice(0..src.size_bytes().max(1))).map_err(self.err("copy to host"))?;
+        self.synchronize()?;
+        let mut out = Vec::<T>::with_capacity(src.len);
+        // SAFETY: `out` has capacity for `len` values = size_bytes() bytes; DeviceElement types
+        // accept every bit pattern, so the copied bytes form valid values.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr() as *mut u8, src.size_bytes());
+            out.set_len(src.len);
+        }
+        Ok(out)
+    }
+
+    /// Device-to-device copy of a whole buffer into `dst`.
+    pub fn copy<T: DeviceElement>(&self, src: &GpuBuffer<T>, dst: &mut GpuBuffer<T>) -> Result<()> {
+        let n = src.size_bytes().min(dst.size_bytes());
+        let mut view = dst.bytes.slice_mut(0..n);
+        self.inner.memcpy_dtod(&src.bytes.slice(0..n), &mut view).map_err(self.err("copy on device"))
+    }
+
+    /// Sets every u32 of `dst` to `value`.
+    pub fn fill_u32(&self, dst: &mut GpuBuffer<u32>, value: u32) -> Result<()> {
+        let ptr = dst.ptr(self);
+        // SAFETY: `ptr` addresses `dst.len` u32 words of this context's memory, kept alive by
+        // `dst` (cudarc frees on drop in stream order, after this operation).
+        unsafe { raw::memset_u32(ptr, value, dst.len, self.inner.cu_stream()) }.map_err(self.err("fill device memory"))
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.synchronize().map_err(self.err("synchronize stream"))
+    }
+
+    /// A timed event completing after all work queued so far.
+    pub fn record(&self) -> Result<TimedEvent> {
+        let event = self.inner.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(self.err("record event"))?;
+        Ok(TimedEvent { event })
+    }
+
+    /// Later work on this stream waits for `event` (no host synchronisation).
+    pub fn wait(&self, event: &TimedEvent) -> Result<()> {
+        self.inner.wait(&event.event).map_err(self.err("wait for event"))
+    }
+
+    /// A clock whose reference is "now" on this stream and on the host.
+    pub fn clock(&self) -> Result<GpuClock> {
+        let reference = self.record()?.event;
+        reference.synchronize().map_err(self.err("synchronize event"))?;
+        Ok(GpuClock { reference, host: Instant::now() })
+    }
+
+    /// Milliseconds between two completed events.
+    pub fn elapsed_ms(&self, start: &TimedEvent, end: &TimedEvent) -> Result<f32> {
+        end.event.synchronize().map_err(self.err("synchronize event"))?;
+        start.event.elapsed_ms(&end.event).map_err(self.err("read event time"))
+    }
+
+    /// Launches `name` with a 1-D geometry and the given arguments, in the kernel's order.
+    pub(crate) fn launch(&self, name: &'static str, grid: u32, block: u32, args: &[KernelArg]) -> Result<()> {
+        let f = self.gpu.function(name);
+        let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        let mut builder = self.inner.launch_builder(f);
+        for arg in args {
+            match arg {
+                KernelArg::Ptr(p) => builder.arg(p),
+                KernelArg::U32(v) => builder.arg(v),
+            };
+        }
+        // SAFETY: the arguments' types and order match the kernel's parameters (each launch
+        // site in ntt.rs/msm.rs mirrors its kernel's signature: pointers are 8-byte device
+        // addresses, integers u32), and the buffers they address belong to this context and
+        // are kept alive by the caller until the stream has run the launch.
+        unsafe { builder.launch(cfg) }.map(|_| ()).map_err(self.err(name))
+    }
+}
+
+/// One kernel argument: a device address or a 32-bit integer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KernelArg {
+    Ptr(u64),
+    U32(u32),
+}

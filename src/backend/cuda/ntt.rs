@@ -1,0 +1,239 @@
+//! NTTs over Fr on the GPU and the Groth16 quotient h = (a·b − c)/Z, orchestrating the kernels
+//! of kernels/ntt/ntt.cu. Roots follow bellperson's domain: ω = ROOT_OF_UNITY^(2^(32−log n)),
+//! coset generator g = MULTIPLICATIVE_GENERATOR (7), Z on the coset = g^n − 1.
+
+use std::sync::Arc;
+
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+
+use super::context::{GpuBuffer, GpuStream, KernelArg};
+use crate::error::{Error, Result};
+
+const THREADS: u32 = 256;
+const LOG_BLOCK: u32 = 10;
+
+/// Device tables for one domain size, built once per GPU and size.
+pub(crate) struct NttTables {
+    /// ω^e for e < n/2.
+    twiddles: GpuBuffer<Scalar>,
+    /// g^i split as hi[i >> log_lo] · lo[i & mask], and the same for g^-i.
+    coset: PowerTables,
+    coset_inv: PowerTables,
+    /// 1/n and 1/(g^n − 1), one element each.
+    n_inv: GpuBuffer<Scalar>,
+    z_inv: GpuBuffer<Scalar>,
+}
+
+struct PowerTables {
+    hi: GpuBuffer<Scalar>,
+    lo: GpuBuffer<Scalar>,
+    log_lo: u32,
+}
+
+/// ω for a domain of 2^log_n.
+pub fn domain_root(log_n: u32) -> Scalar {
+    let mut w = Scalar::ROOT_OF_UNITY;
+    for _ in log_n..Scalar::S {
+        w = w.square();
+    }
+    w
+}
+
+fn split_powers(stream: &GpuStream, base: Scalar, log_count: u32) -> Result<PowerTables> {
+    let log_lo = log_count.div_ceil(2);
+    let lo_len = 1usize << log_lo;
+    let hi_len = 1usize << (log_count - log_lo.min(log_count));
+    let mut lo = Vec::with_capacity(lo_len);
+    let mut acc = Scalar::ONE;
+    for _ in 0..lo_len {
+        lo.push(acc);
+        acc *= base;
+    }
+    // acc = base^(2^log_lo)
+    let step = acc;
+    let mut hi = Vec::with_capacity(hi_len);
+    let mut acc = Scalar::ONE;
+    for _ in 0..hi_len {
+        hi.push(acc);
+        acc *= step;
+    }
+    Ok(PowerTables { hi: stream.upload(&hi)?, lo: stream.upload(&lo)?, log_lo })
+}
+
+fn grid_for(n: usize) -> u32 {
+    (n.div_ceil(THREADS as usize)).clamp(1, 65_535 * 4) as u32
+}
+
+impl NttTables {
+    fn build(stream: &GpuStream, log_n: u32) -> Result<NttTables> {
+        let n = 1usize << log_n;
+        let half = (n / 2).max(1);
+        let omega = domain_root(log_n);
+        let split = split_powers(stream, omega, (half as u64).trailing_zeros())?;
+        let twiddles = stream.alloc::<Scalar>(half)?;
+        stream.launch(
+            "ntt_expand_powers",
+            grid_for(half),
+            THREADS,
+            &[
+                KernelArg::Ptr(twiddles.ptr(stream)),
+                KernelArg::Ptr(split.hi.ptr(stream)),
+                KernelArg::Ptr(split.lo.ptr(stream)),
+                KernelArg::U32(split.log_lo),
+                KernelArg::U32(half as u32),
+            ],
+        )?;
+        let g = Scalar::MULTIPLICATIVE_GENERATOR;
+        let g_inv = g.invert().unwrap();
+        let n_inv = Scalar::from(n as u64).invert().unwrap();
+        let z_inv = (g.pow_vartime([n as u64]) - Scalar::ONE).invert().unwrap();
+        let tables = NttTables {
+            twiddles,
+            coset: split_powers(stream, g, log_n)?,
+            coset_inv: split_powers(stream, g_inv, log_n)?,
+            n_inv: stream.upload(&[n_inv])?,
+            z_inv: stream.upload(&[z_inv])?,
+        };
+        stream.synchronize()?; // the host tables (`split`) are dropped after this
+        Ok(tables)
+    }
+}
+
+fn check_size(stream: &GpuStream, data: &GpuBuffer<Scalar>, log_n: u32) -> Result<usize> {
+    let n = 1usize << log_n;
+    if log_n == 0 || log_n > 31 || data.len() < n {
+        return Err(Error::Device {
+            device: stream.gpu().ordinal(),
+            operation: "ntt",
+            message: format!("a domain of 2^{log_n} needs 1 ≤ log n ≤ 31 and a buffer of {n} scalars (got {})", data.len()),
+        });
+    }
+    Ok(n)
+}
+
+impl GpuStream {
+    fn ntt_tables(&self, log_n: u32) -> Result<Arc<NttTables>> {
+        if let Some(t) = self.gpu().ntt_tables.lock().unwrap().get(&log_n) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(NttTables::build(self, log_n)?);
+        self.gpu().ntt_tables.lock().unwrap().insert(log_n, t.clone());
+        Ok(t)
+    }
+
+    /// In place: data[k] ← Σ_i data[i]·ω^(ik) over the first 2^log_n scalars.
+    pub fn ntt_forward(&self, data: &mut GpuBuffer<Scalar>, log_n: u32) -> Result<()> {
+        let n = check_size(self, data, log_n)?;
+        let t = self.ntt_tables(log_n)?;
+        self.forward_with(data, n, log_n, &t)
+    }
+
+    fn forward_with(&self, data: &GpuBuffer<Scalar>, n: usize, log_n: u32, t: &NttTables) -> Result<()> {
+        let d = data.ptr(self);
+        self.launch("ntt_bit_reverse", grid_for(n), THREADS, &[KernelArg::Ptr(d), KernelArg::U32(log_n)])?;
+        let log_block = log_n.min(LOG_BLOCK);
+        let mut s = 0;
+        while s < log_n {
+            let k = log_block.min(log_n - s);
+            self.launch(
+                "ntt_dit_stages",
+                (n >> log_block) as u32,
+                1 << (log_block - 1),
+                &[
+                    KernelArg::Ptr(d),
+                    KernelArg::Ptr(t.twiddles.ptr(self)),
+                    KernelArg::U32(log_n),
+                    KernelArg::U32(s),
+                    KernelArg::U32(k),
+                    KernelArg::U32(log_block),
+                ],
+            )?;
+            s += k;
+        }
+        Ok(())
+    }
+
+    fn inverse_with(&self, data: &GpuBuffer<Scalar>, n: usize, log_n: u32, t: &NttTables) -> Result<()> {
+        self.forward_with(data, n, log_n, t)?;
+        self.launch(
+            "ntt_reverse_and_scale",
+            grid_for(n / 2 + 1),
+            THREADS,
+            &[KernelArg::Ptr(data.ptr(self)), KernelArg::Ptr(t.n_inv.ptr(self)), KernelArg::U32(n as u32)],
+        )
+    }
+
+    fn scale_by(&self, data: &GpuBuffer<Scalar>, n: usize, p: &PowerTables) -> Result<()> {
+        self.launch(
+            "ntt_scale_by_powers",
+            grid_for(n),
+            THREADS,
+            &[
+                KernelArg::Ptr(data.ptr(self)),
+                KernelArg::Ptr(p.hi.ptr(self)),
+                KernelArg::Ptr(p.lo.ptr(self)),
+                KernelArg::U32(p.log_lo),
+                KernelArg::U32(n as u32),
+            ],
+        )
+    }
+
+    /// In place: the inverse of [`ntt_forward`](Self::ntt_forward) (coefficients from evaluations).
+    pub fn ntt_inverse(&self, data: &mut GpuBuffer<Scalar>, log_n: u32) -> Result<()> {
+        let n = check_size(self, data, log_n)?;
+        let t = self.ntt_tables(log_n)?;
+        self.inverse_with(data, n, log_n, &t)
+    }
+
+    /// In place: evaluations on the coset g·⟨ω⟩ from coefficients.
+    pub fn ntt_coset_forward(&self, data: &mut GpuBuffer<Scalar>, log_n: u32) -> Result<()> {
+        let n = check_size(self, data, log_n)?;
+        let t = self.ntt_tables(log_n)?;
+        self.scale_by(data, n, &t.coset)?;
+        self.forward_with(data, n, log_n, &t)
+    }
+
+    /// In place: coefficients from evaluations on the coset g·⟨ω⟩.
+    pub fn ntt_coset_inverse(&self, data: &mut GpuBuffer<Scalar>, log_n: u32) -> Result<()> {
+        let n = check_size(self, data, log_n)?;
+        let t = self.ntt_tables(log_n)?;
+        self.inverse_with(data, n, log_n, &t)?;
+        self.scale_by(data, n, &t.coset_inv)
+    }
+
+    /// The quotient: `a`, `b`, `c` hold evaluations over the domain of 2^log_n; afterwards `a`
+    /// holds h's coefficients (the first 2^log_n − 1 are h; the last is zero for a satisfied
+    /// circuit). `b` and `c` are overwritten.
+    pub fn quotient_h(
+        &self,
+        a: &mut GpuBuffer<Scalar>,
+        b: &mut GpuBuffer<Scalar>,
+        c: &mut GpuBuffer<Scalar>,
+        log_n: u32,
+    ) -> Result<()> {
+        let n = check_size(self, a, log_n)?;
+        check_size(self, b, log_n)?;
+        check_size(self, c, log_n)?;
+        let t = self.ntt_tables(log_n)?;
+        for x in [&*a, &*b, &*c] {
+            self.inverse_with(x, n, log_n, &t)?;
+            self.scale_by(x, n, &t.coset)?;
+            self.forward_with(x, n, log_n, &t)?;
+        }
+        self.launch(
+            "ntt_quotient_pointwise",
+            grid_for(n),
+            THREADS,
+            &[
+                KernelArg::Ptr(a.ptr(self)),
+                KernelArg::Ptr(b.ptr(self)),
+                KernelArg::Ptr(c.ptr(self)),
+                KernelArg::Ptr(t.z_inv.ptr(self)),
+                KernelArg::U32(n as u32),
+            ],
+        )?;
+        self.inverse_with(a, n, log_n, &t)?;
+        self.scale_by(a, n, &t.coset_inv)
+    }
+}

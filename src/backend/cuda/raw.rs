@@ -1,0 +1,38 @@
+//! The raw driver calls that cudarc's safe layer does not wrap. Every function here is a thin,
+//! unsafe shim returning the driver's code; the safe types in `context.rs` build on them.
+
+use std::ffi::c_void;
+
+use cudarc::driver::result::DriverError;
+use cudarc::driver::sys;
+
+/// Whether libcuda can be loaded at all (cudarc panics on first use when it cannot).
+pub fn culib_present() -> bool {
+    // SAFETY: only tries to dlopen the driver library; no driver state is touched.
+    unsafe { sys::is_culib_present() }
+}
+
+/// Page-locks `len` bytes at `ptr` for the current context (portable across contexts).
+///
+/// # Safety
+/// `ptr..ptr+len` must be a live host allocation that stays allocated, and is not freed,
+/// until [`host_unregister`] has been called on `ptr`.
+pub unsafe fn host_register(ptr: *mut c_void, len: usize) -> Result<(), DriverError> {
+    sys::cuMemHostRegister_v2(ptr, len, sys::CU_MEMHOSTREGISTER_PORTABLE).result()
+}
+
+/// Undoes [`host_register`].
+///
+/// # Safety
+/// `ptr` must be the start of a range registered by [`host_register`] and still registered.
+pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<(), DriverError> {
+    sys::cuMemHostUnregister(ptr).result()
+}
+
+/// Fills `count` u32 words at `dst` with `value`, ordered on `stream`.
+///
+/// # Safety
+/// `dst` must point to at least `count` u32 words of device memory of the stream's context.
+pub unsafe fn memset_u32(dst: sys::CUdeviceptr, value: u32, count: usize, stream: sys::CUstream) -> Result<(), DriverError> {
+    sys::cuMemsetD32Async(dst, value, count, stream).result()
+}

@@ -1,0 +1,256 @@
+//! The CUDA kernels against the CPU reference (blstrs and snarkpipe::math), on fresh random
+//! inputs every run. Without a GPU every test prints why it skipped and passes.
+//! One test drives all the checks in sequence so that the device-memory leak check at its end
+//! sees no other test's buffers.
+
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::{prime::PrimeCurveAffine, Curve, Group};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions};
+use snarkpipe::math::{domain::Domain, ntt, quotient};
+
+fn rng() -> ChaCha8Rng {
+    let seed = rand::random::<u64>();
+    println!("seed {seed}");
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+fn random_scalars(n: usize, rng: &mut ChaCha8Rng) -> Vec<Scalar> {
+    (0..n).map(|_| Scalar::random(&mut *rng)).collect()
+}
+
+/// n distinct random points, cheaply: runs of P, P+Q, P+2Q, ... from random P and Q per chunk.
+fn random_points<G: Group + Curve + Send + Sync>(n: usize, rng: &mut ChaCha8Rng) -> Vec<G::AffineRepr>
+where
+    G::AffineRepr: Send + Default + Copy,
+{
+    let seeds: Vec<u64> = (0..n.div_ceil(4096)).map(|_| rng.next_u64()).collect();
+    let mut proj = vec![G::identity(); n];
+    proj.par_chunks_mut(4096).zip(seeds).for_each(|(chunk, seed)| {
+        let mut r = ChaCha8Rng::seed_from_u64(seed);
+        let (mut p, q) = (G::random(&mut r), G::random(&mut r));
+        for x in chunk.iter_mut() {
+            *x = p;
+            p += q;
+        }
+    });
+    let mut out = vec![G::AffineRepr::default(); n];
+    G::batch_normalize(&proj, &mut out);
+    out
+}
+
+fn gpu() -> Option<(Arc<GpuContext>, GpuStream)> {
+    if !cuda_available() {
+        println!("skipped: no CUDA driver or GPU on this machine");
+        return None;
+    }
+    let ctx = GpuContext::open(0).expect("open GPU 0");
+    println!("GPU 0: {} (kernels from {:?})", ctx.name(), ctx.kernel_source());
+    let stream = ctx.new_stream().expect("stream");
+    Some((ctx, stream))
+}
+
+#[test]
+fn gpu_kernels_match_cpu_and_leak_nothing() {
+    let Some((ctx, s)) = gpu() else { return };
+    let (free_before, _) = ctx.memory_info().unwrap();
+    let mut rng = rng();
+    check_ntt(&s, &mut rng);
+    check_quotient(&s, &mut rng);
+    check_msm_g1(&s, &mut rng);
+    check_msm_g1_edges(&s, &mut rng);
+    check_msm_g2(&s, &mut rng);
+    check_errors(&s);
+    ctx.clear_caches();
+    ctx.synchronize().unwrap();
+    let (free_after, _) = ctx.memory_info().unwrap();
+    println!("device free memory before {free_before}, after {free_after}");
+    assert_eq!(free_before, free_after, "device memory leaked");
+}
+
+fn check_ntt(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    for log_n in 1..=22u32 {
+        let n = 1usize << log_n;
+        let domain = Domain::from_log_n(log_n).unwrap();
+        let v = random_scalars(n, rng);
+        let mut buf = s.upload(&v).unwrap();
+        type Op = (&'static str, fn(&GpuStream, &mut snarkpipe::backend::cuda::GpuBuffer<Scalar>, u32) -> snarkpipe::Result<()>, fn(&mut [Scalar], Domain));
+        let ops: [Op; 4] = [
+            ("forward", |s, b, l| s.ntt_forward(b, l), ntt::ntt),
+            ("inverse", |s, b, l| s.ntt_inverse(b, l), ntt::intt),
+            ("coset forward", |s, b, l| s.ntt_coset_forward(b, l), ntt::coset_ntt),
+            ("coset inverse", |s, b, l| s.ntt_coset_inverse(b, l), ntt::icoset_ntt),
+        ];
+        let mut want = v.clone();
+        for (name, gpu_op, cpu_op) in ops {
+            gpu_op(s, &mut buf, log_n).unwrap();
+            cpu_op(&mut want, domain);
+            let got = s.download(&buf).unwrap();
+            assert!(got == want, "NTT {name} differs at 2^{log_n}");
+            // negative twin: a changed input must change the output
+            if log_n == 4 && name == "forward" {
+                let mut w2 = v.clone();
+                w2[3] += Scalar::ONE;
+                cpu_op(&mut w2, domain);
+                assert!(w2 != got);
+            }
+        }
+        // back where we started: inverse ∘ forward and icoset ∘ coset are identities
+        assert!(want.len() == n);
+    }
+    println!("NTT forward/inverse/coset 2^1..2^22: equal to the CPU");
+}
+
+fn check_quotient(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    for log_n in [1u32, 2, 5, 10, 16, 20] {
+        let n = 1usize << log_n;
+        let (a, b) = (random_scalars(n, rng), random_scalars(n, rng));
+        let c: Vec<Scalar> = a.iter().zip(&b).map(|(x, y)| x * y).collect();
+        let want = quotient::quotient_h(a.clone(), b.clone(), c.clone()).unwrap();
+        let (mut da, mut db, mut dc) = (s.upload(&a).unwrap(), s.upload(&b).unwrap(), s.upload(&c).unwrap());
+        s.quotient_h(&mut da, &mut db, &mut dc, log_n).unwrap();
+        let got = s.download(&da).unwrap();
+        assert!(got[..n - 1] == want[..], "quotient differs at 2^{log_n}");
+        assert!(got[n - 1].is_zero_vartime(), "h's top coefficient is not zero at 2^{log_n}");
+    }
+    println!("quotient h 2^1..2^20: equal to the CPU");
+}
+
+fn msm_g1_both(s: &GpuStream, bases: &[G1Affine], scalars: &[Scalar], opts: MsmOptions) -> (G1Projective, G1Projective) {
+    let (db, ds) = (s.upload(bases).unwrap(), s.upload(scalars).unwrap());
+    let got = s.msm_g1(&db, &ds, scalars.len(), opts).unwrap();
+    (got, snarkpipe::math::msm::msm_g1(bases, scalars))
+}
+
+fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    let max = 1 << 22;
+    let bases = random_points::<G1Projective>(max, rng);
+    let scalars = random_scalars(max, rng);
+    for n in [1usize, 2, 3, 7, 100, 1000, (1 << 12) + 3, 1 << 16, (1 << 18) - 1, 1 << 20, 1 << 22] {
+        for fast in [false, true] {
+            let (got, want) = msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { ones_fast_path: fast, ..Default::default() });
+            assert_eq!(got, want, "G1 MSM of {n} random terms (fast path {fast})");
+        }
+    }
+    // every window size on one input
+    let n = 3000;
+    let want = snarkpipe::math::msm::msm_g1(&bases[..n], &scalars[..n]);
+    for c in 2..=20 {
+        let (got, _) = msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { window_bits: Some(c), ones_fast_path: false });
+        assert_eq!(got, want, "G1 MSM with {c}-bit windows");
+    }
+    // negative twin
+    let mut wrong = scalars[..1000].to_vec();
+    wrong[17] += Scalar::ONE;
+    let (got, _) = msm_g1_both(s, &bases[..1000], &wrong, MsmOptions::default());
+    assert_ne!(got, snarkpipe::math::msm::msm_g1(&bases[..1000], &scalars[..1000]));
+    println!("G1 MSM random 1..2^22, windows 2..20: equal to blstrs");
+}
+
+fn check_msm_g1_edges(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    let n = 5000;
+    let mut bases = random_points::<G1Projective>(n, rng);
+    let mut scalars = random_scalars(n, rng);
+    let minus_one = -Scalar::ONE;
+    for i in 0..n {
+        match i % 10 {
+            0 => scalars[i] = Scalar::ZERO,
+            1 => scalars[i] = Scalar::ONE,
+            2 => scalars[i] = minus_one,
+            3 => bases[i] = G1Affine::identity(),
+            4 => bases[i] = -bases[i - 1], // P and −P, same scalar below: one bucket
+            5 => bases[i] = bases[i - 1],  // repeated points
+            _ => {}
+        }
+        if i % 10 == 4 || i % 10 == 5 {
+            scalars[i] = scalars[i - 1];
+        }
+    }
+    for fast in [false, true] {
+        let (got, want) = msm_g1_both(s, &bases, &scalars, MsmOptions { ones_fast_path: fast, ..Default::default() });
+        assert_eq!(got, want, "G1 MSM edge cases (fast path {fast})");
+    }
+    // all-equal scalars put every point in the same buckets
+    let same = vec![scalars[7]; 777];
+    let (got, want) = msm_g1_both(s, &bases[..777], &same, MsmOptions::default());
+    assert_eq!(got, want, "G1 MSM with equal scalars");
+    // bit-heavy profiles: 90% zeros and ones, the rest random
+    for n in [10usize, 1000, 1 << 16, 1 << 20] {
+        let bases = random_points::<G1Projective>(n, rng);
+        let scalars: Vec<Scalar> = (0..n)
+            .map(|_| match rng.next_u32() % 10 {
+                0..=3 => Scalar::ZERO,
+                4..=8 => Scalar::ONE,
+                _ => Scalar::random(&mut *rng),
+            })
+            .collect();
+        for fast in [true, false] {
+            if !fast && n > 1 << 16 {
+                continue; // without the fast path the "1" bucket is one long serial sum
+            }
+            let (got, want) = msm_g1_both(s, &bases, &scalars, MsmOptions { ones_fast_path: fast, ..Default::default() });
+            assert_eq!(got, want, "G1 MSM bits profile n={n} fast={fast}");
+        }
+    }
+    // only zeros, only ones
+    let zeros = vec![Scalar::ZERO; 100];
+    assert_eq!(msm_g1_both(s, &bases[..100], &zeros, MsmOptions::default()).0, G1Projective::identity());
+    let ones = vec![Scalar::ONE; 100];
+    let (got, want) = msm_g1_both(s, &bases[..100], &ones, MsmOptions { ones_fast_path: true, ..Default::default() });
+    assert_eq!(got, want, "G1 MSM all ones");
+    println!("G1 MSM edge cases (0, 1, r−1, identity, P/−P, repeats, bits): equal to blstrs");
+}
+
+fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    let max = 1 << 18;
+    let mut bases = random_points::<G2Projective>(max, rng);
+    let mut scalars = random_scalars(max, rng);
+    for n in [1usize, 2, 5, 300, (1 << 12) + 1, 1 << 16, 1 << 18] {
+        let (db, ds) = (s.upload(&bases[..n]).unwrap(), s.upload(&scalars[..n]).unwrap());
+        let got = s.msm_g2(&db, &ds, n, MsmOptions::default()).unwrap();
+        assert_eq!(got, snarkpipe::math::msm::msm_g2(&bases[..n], &scalars[..n]), "G2 MSM of {n} terms");
+    }
+    for i in 0..1000 {
+        match i % 6 {
+            0 => scalars[i] = Scalar::ZERO,
+            1 => scalars[i] = Scalar::ONE,
+            2 => scalars[i] = -Scalar::ONE,
+            3 => bases[i] = G2Affine::identity(),
+            4 => {
+                bases[i] = -bases[i - 1];
+                scalars[i] = scalars[i - 1];
+            }
+            _ => {}
+        }
+    }
+    for fast in [false, true] {
+        let (db, ds) = (s.upload(&bases[..1000]).unwrap(), s.upload(&scalars[..1000]).unwrap());
+        let got = s.msm_g2(&db, &ds, 1000, MsmOptions { ones_fast_path: fast, ..Default::default() }).unwrap();
+        assert_eq!(got, snarkpipe::math::msm::msm_g2(&bases[..1000], &scalars[..1000]), "G2 MSM edges fast={fast}");
+    }
+    println!("G2 MSM 1..2^18 and edge cases: equal to blstrs");
+}
+
+fn check_errors(s: &GpuStream) {
+    let buf = s.upload(&[Scalar::ONE; 4]).unwrap();
+    let pts = s.upload(&[G1Affine::identity(); 2]).unwrap();
+    assert!(s.msm_g1(&pts, &buf, 3, MsmOptions::default()).is_err(), "MSM longer than its bases must fail");
+    let mut b2 = s.upload(&[Scalar::ONE; 4]).unwrap();
+    assert!(s.ntt_forward(&mut b2, 3).is_err(), "NTT larger than its buffer must fail");
+}
+
+#[test]
+fn cuda_probe_never_panics() {
+    // Must hold on machines without a driver (CI) as well as with one.
+    let n = snarkpipe::backend::cuda::device_count();
+    assert_eq!(cuda_available(), n > 0);
+    if n == 0 {
+        println!("skipped: no CUDA driver or GPU on this machine");
+        assert!(GpuContext::open(0).is_err());
+    }
+}
