@@ -122,7 +122,21 @@ pub struct BenchReport {
     pub pinned: PinnedFigures,
     pub faults: FaultFigures,
     pub device_bytes_after: Vec<u64>,
+    /// Proving keys resident per device at the end of the run, before eviction.
+    pub residency: Vec<ResidencyFigures>,
+    /// Idle gaps over 1 ms on each device, with what it was waiting on.
+    pub idle_gaps: Vec<summary::IdleGap>,
+    /// The human-readable timeline summary.
+    pub timeline_summary: String,
     pub errors: Vec<String>,
+}
+
+/// Keys resident on one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResidencyFigures {
+    pub device: usize,
+    pub keys: usize,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -227,6 +241,12 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     }
     let summary = summary::summarize(&timeline);
 
+    let residency = prover
+        .residency()
+        .into_iter()
+        .enumerate()
+        .map(|(device, (keys, bytes))| ResidencyFigures { device, keys, bytes })
+        .collect();
     let reports = prover.budget_reports()?;
     let leaked_bytes = prover.budget_leaked_bytes()?;
     let pinned_leaked = prover.pinned_leaked_bytes();
@@ -270,6 +290,9 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         pinned: PinnedFigures { leaked_bytes: pinned_leaked },
         faults,
         device_bytes_after,
+        residency,
+        timeline_summary: summary.to_string(),
+        idle_gaps: summary.idle_gaps,
         errors,
     })
 }
@@ -300,6 +323,13 @@ pub fn describe(report: &BenchReport) -> String {
         "\n  budget peak {} of {} bytes, {} leaked; pinned leaked {} bytes\n",
         report.budget.peak_bytes, report.budget.capacity_bytes, report.budget.leaked_bytes, report.pinned.leaked_bytes
     );
+    for resident in &report.residency {
+        out += &format!("  gpu{}: {} resident key(s), {} bytes\n", resident.device, resident.keys, resident.bytes);
+    }
+    out += &report.timeline_summary;
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
     if report.faults.injected > 0 {
         out += &format!(
             "  faults: {} injected, {} partitions failed, {} cascaded\n",
