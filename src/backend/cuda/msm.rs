@@ -78,6 +78,36 @@ impl MsmCurve for G2 {
     }
 }
 
+/// With SNARKPIPE_MSM_PHASES=1, prints the device time of each MSM phase (event pairs).
+struct PhaseTimer {
+    marks: Option<Vec<(&'static str, super::context::TimedEvent)>>,
+}
+
+impl PhaseTimer {
+    fn new(stream: &GpuStream) -> PhaseTimer {
+        let on = std::env::var("SNARKPIPE_MSM_PHASES").is_ok_and(|v| v == "1");
+        let mut t = PhaseTimer { marks: on.then(Vec::new) };
+        t.mark(stream, "start");
+        t
+    }
+    fn mark(&mut self, stream: &GpuStream, name: &'static str) {
+        if let Some(m) = &mut self.marks {
+            if let Ok(e) = stream.record() {
+                m.push((name, e));
+            }
+        }
+    }
+    fn report(&self, stream: &GpuStream, what: String) {
+        if let Some(m) = &self.marks {
+            let parts: Vec<String> = m
+                .windows(2)
+                .map(|w| format!("{} {:.2}", w[1].0, stream.elapsed_ms(&w[0].1, &w[1].1).unwrap_or(f32::NAN)))
+                .collect();
+            eprintln!("msm phases (ms) {what}: {}", parts.join(", "));
+        }
+    }
+}
+
 fn grid(n: usize, threads: u32) -> u32 {
     n.div_ceil(threads as usize).clamp(1, 1 << 20) as u32
 }
@@ -117,17 +147,21 @@ impl GpuStream {
             &[p(scalars), p(&canon), p(&is_one), KernelArg::U32(len as u32), KernelArg::U32(opts.ones_fast_path as u32), p(&rest)],
         )?;
         let rest = self.download(&rest)?[0] as usize;
+        let mut timer = PhaseTimer::new(self);
 
         let mut total = C::Projective::identity();
         if opts.ones_fast_path {
             total += self.sum_flagged::<C>(bases, &is_one, len)?;
+            timer.mark(self, "ones");
         }
         if rest > 0 {
             let c = opts.window_bits.unwrap_or_else(|| window_bits_for(rest)).clamp(2, 20);
             let windows = 256usize.div_ceil(c as usize);
             // Horner over the windows, highest first: acc ← acc·2^c + S_w.
             let mut acc = C::Projective::identity();
-            for s in self.window_sums::<C>(bases, &canon, len, c, windows)?.iter().rev() {
+            let sums = self.window_sums::<C>(bases, &canon, len, c, windows, &mut timer)?;
+            timer.report(self, format!("n={len} rest={rest} c={c}"));
+            for s in sums.iter().rev() {
                 for _ in 0..c {
                     acc = acc.double();
                 }
@@ -165,7 +199,16 @@ impl GpuStream {
     }
 
     /// Σ_b b·bucket_b for each window, lowest window first.
-    fn window_sums<C: MsmCurve>(&self, bases: &GpuBuffer<C::Affine>, canon: &GpuBuffer<Scalar>, len: usize, c: u32, windows: usize) -> Result<Vec<C::Jacobian>> {
+    #[allow(clippy::too_many_arguments)]
+    fn window_sums<C: MsmCurve>(
+        &self,
+        bases: &GpuBuffer<C::Affine>,
+        canon: &GpuBuffer<Scalar>,
+        len: usize,
+        c: u32,
+        windows: usize,
+        timer: &mut PhaseTimer,
+    ) -> Result<Vec<C::Jacobian>> {
         let buckets_per_window = 1usize << (c - 1);
         let total = windows * buckets_per_window;
         let (n, cu, wu) = (KernelArg::U32(len as u32), KernelArg::U32(c), KernelArg::U32(windows as u32));
@@ -185,9 +228,11 @@ impl GpuStream {
         let mut ends = self.alloc::<u32>(total)?;
         self.copy(&starts, &mut ends)?;
 
+        timer.mark(self, "histogram+scan");
         let entries = self.alloc::<u32>(len * windows)?;
         self.launch("msm_scatter", grid(len, THREADS), THREADS, &[KernelArg::Ptr(canon.ptr(self)), n, cu, wu, KernelArg::Ptr(ends.ptr(self)), KernelArg::Ptr(entries.ptr(self))])?;
 
+        timer.mark(self, "scatter");
         let buckets = self.alloc::<C::Jacobian>(total)?;
         self.launch(
             C::BUCKETS,
@@ -203,6 +248,7 @@ impl GpuStream {
             ],
         )?;
 
+        timer.mark(self, "buckets");
         let log_buckets = c - 1;
         let log_segs = log_buckets - LOG_SEGMENT.min(log_buckets);
         let segs = 1usize << log_segs;
@@ -213,7 +259,10 @@ impl GpuStream {
             CURVE_THREADS,
             &[KernelArg::Ptr(buckets.ptr(self)), KernelArg::U32(log_buckets), KernelArg::U32(log_segs), wu, KernelArg::Ptr(partials.ptr(self))],
         )?;
-        self.reduce_groups::<C>(partials, windows, segs)
+        timer.mark(self, "segments");
+        let sums = self.reduce_groups::<C>(partials, windows, segs)?;
+        timer.mark(self, "reduce");
+        Ok(sums)
     }
 }
 
