@@ -54,6 +54,7 @@ impl StageLogic for Admission {
             }
         };
         job.resident_key = Some(resident);
+        tracing::debug!(plan_bytes = plan, key_bytes, "waiting for the partition's grant");
         job.grant = Some(pipeline.budget.request(plan)?.wait_unless(&cancelled).ok_or(Error::Cancelled)?);
         Ok(())
     }

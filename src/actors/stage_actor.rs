@@ -59,6 +59,8 @@ impl<S: StageLogic> Handler<Advance> for StageActor<S> {
             job.finish(Err(Error::Cancelled));
             return;
         }
+        let span = tracing::debug_span!("stage", stage = %S::STAGE, partition = job.partition_id, request = job.request.id, device = self.device, worker = self.worker);
+        let _entered = span.enter();
         let mut start = Instant::now();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             self.logic.inputs_ready(&mut job)?;
@@ -75,11 +77,13 @@ impl<S: StageLogic> Handler<Advance> for StageActor<S> {
             }
             Ok(Ok(())) => job.forward_after(S::STAGE),
             Ok(Err(err)) => {
+                tracing::warn!(%err, "stage failed");
                 let index = job.index;
                 job.finish(Err(err.in_stage(index, S::STAGE)))
             }
             Err(panic) => {
                 let err = Error::Panicked { stage: S::STAGE, message: panic_message(&panic) };
+                tracing::error!(%err, "stage panicked; restarting the actor");
                 let index = job.index;
                 job.finish(Err(err.in_stage(index, S::STAGE)));
                 // A fresh instance replaces this one; the pool keeps its size.

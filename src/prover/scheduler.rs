@@ -99,6 +99,13 @@ impl Scheduler {
                 ticket.request.complete(ticket.index, usize::MAX, ticket.witness, vec![], Err(err));
                 continue;
             };
+            tracing::debug!(
+                request = ticket.request.id,
+                partition = ticket.index,
+                device = pipeline.ordinal,
+                priority = ?ticket.request.priority,
+                "placing a partition"
+            );
             token.placed_on(pipeline.clone());
             let job = self.job(ticket, pipeline.clone(), token);
             pipeline.admit(job);
