@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use bellperson::groth16::Proof;
+use bellperson::groth16::{ParameterSource, Proof};
 use bellperson::Circuit;
 use blstrs::Bls12;
 use ff::Field;
@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 use crate::backend::BackendKind;
 use crate::circuit::{SatisfactionCheck, Witness};
-use crate::params::{PointSource, ProvingKey};
+use crate::params::ProvingKey;
 use crate::prover::{Priority, ProofRequest, Prover, ProverConfig};
 use crate::{Error, Result, Scalar};
 
@@ -24,7 +24,7 @@ use crate::{Error, Result, Scalar};
 pub fn create_proof<C, P>(circuit: C, params: P, r: Scalar, s: Scalar) -> Result<Proof<Bls12>>
 where
     C: Circuit<Scalar>,
-    P: PointSource,
+    P: ParameterSource<Bls12>,
 {
     let witness = Witness::synthesize(circuit, SatisfactionCheck::Off)?;
     let key = ProvingKey::from_source(params, &witness.shape())?;
@@ -38,7 +38,7 @@ pub fn create_random_proof<C, R, P>(circuit: C, params: P, rng: &mut R) -> Resul
 where
     C: Circuit<Scalar>,
     R: RngCore,
-    P: PointSource,
+    P: ParameterSource<Bls12>,
 {
     let r = Scalar::random(&mut *rng);
     let s = Scalar::random(&mut *rng);
@@ -58,7 +58,7 @@ pub fn create_proof_batch<C, P>(
 ) -> Result<Vec<Proof<Bls12>>>
 where
     C: Circuit<Scalar> + Send,
-    P: PointSource,
+    P: ParameterSource<Bls12>,
 {
     if r.len() != circuits.len() || s.len() != circuits.len() {
         return Err(Error::RandomnessLength {
@@ -93,7 +93,7 @@ pub fn create_random_proof_batch<C, R, P>(
 where
     C: Circuit<Scalar> + Send,
     R: RngCore,
-    P: PointSource,
+    P: ParameterSource<Bls12>,
 {
     let r = (0..circuits.len())
         .map(|_| Scalar::random(&mut *rng))
@@ -141,7 +141,10 @@ pub fn default_prover() -> Result<&'static Prover> {
                 Ok("cuda") => BackendKind::Cuda,
                 _ => BackendKind::Auto,
             };
-            Prover::new(ProverConfig { backend, ..ProverConfig::default() })
+            Prover::new(ProverConfig {
+                backend,
+                ..ProverConfig::default()
+            })
         })
         .as_ref()
         .map_err(Clone::clone)

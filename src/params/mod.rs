@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use bellperson::groth16::{ParameterSource, Parameters, PreparedVerifyingKey, VerifyingKey};
 use blstrs::{Bls12, G1Affine, G2Affine};
+use ec_gpu_gen::multiexp_cpu::SourceBuilder;
 
 use crate::circuit::WitnessShape;
 use crate::math::Domain;
@@ -27,16 +28,6 @@ const G2_AFFINE_BYTES: u64 = 192;
 pub type G1Points = (Arc<Vec<G1Affine>>, usize);
 /// The G2 counterpart of [`G1Points`].
 pub type G2Points = (Arc<Vec<G2Affine>>, usize);
-
-/// A bellperson `ParameterSource` whose builders are plain `(vector, offset)` pairs, which is
-/// what `&Parameters`, `&MappedParameters` and this crate's `&ParamsFile` all hand out.
-///
-/// The bound exists because the builders' own trait (`SourceBuilder`) lives in ec-gpu-gen,
-/// which snarkpipe does not depend on directly, so a fully generic builder cannot be opened.
-pub trait PointSource: ParameterSource<Bls12, G1Builder = G1Points, G2Builder = G2Points> {}
-
-impl<P> PointSource for P where P: ParameterSource<Bls12, G1Builder = G1Points, G2Builder = G2Points>
-{}
 
 /// The points one circuit shape needs to be proven, plus its verifying key.
 #[derive(Clone)]
@@ -74,17 +65,30 @@ impl ProvingKey {
     ///
     /// Works for `&Parameters<Bls12>` (shares its vectors, no copy) and
     /// `&MappedParameters<Bls12>` (reads the points from the file).
-    pub fn from_source<P: PointSource>(source: P, shape: &WitnessShape) -> Result<Arc<ProvingKey>> {
+    pub fn from_source<P: ParameterSource<Bls12>>(
+        source: P,
+        shape: &WitnessShape,
+    ) -> Result<Arc<ProvingKey>> {
         let domain = Domain::for_len(shape.num_constraints)?;
         let vk = source.get_vk(shape.num_inputs)?.clone();
-        let h = whole_from("h", source.get_h(domain.size() - 1)?)?;
-        let l = whole_from("l", source.get_l(shape.num_aux)?)?;
+        let h = whole_from("h", source.get_h(domain.size() - 1)?.get())?;
+        let l = whole_from("l", source.get_l(shape.num_aux)?.get())?;
         let (a_inputs, a_aux) = source.get_a(shape.num_inputs, shape.a_aux_total)?;
-        let a = join_split("a", a_inputs, shape.num_inputs, a_aux)?;
+        let a = join_split("a", a_inputs.get(), shape.num_inputs, a_aux.get())?;
         let (b_g1_inputs, b_g1_aux) = source.get_b_g1(shape.b_input_total, shape.b_aux_total)?;
-        let b_g1 = join_split("b_g1", b_g1_inputs, shape.b_input_total, b_g1_aux)?;
+        let b_g1 = join_split(
+            "b_g1",
+            b_g1_inputs.get(),
+            shape.b_input_total,
+            b_g1_aux.get(),
+        )?;
         let (b_g2_inputs, b_g2_aux) = source.get_b_g2(shape.b_input_total, shape.b_aux_total)?;
-        let b_g2 = join_split("b_g2", b_g2_inputs, shape.b_input_total, b_g2_aux)?;
+        let b_g2 = join_split(
+            "b_g2",
+            b_g2_inputs.get(),
+            shape.b_input_total,
+            b_g2_aux.get(),
+        )?;
 
         let key = ProvingKey {
             vk,
