@@ -10,7 +10,7 @@ use std::time::Instant;
 use actix::prelude::*;
 
 use super::messages::{Advance, PartitionJob};
-use crate::backend::cpu::panic_message;
+use crate::backend::host_queue::panic_message;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::timeline::Track;

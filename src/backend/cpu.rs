@@ -7,16 +7,13 @@
 //! exactly what the CUDA device must produce too.
 
 use std::collections::HashSet;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use crossbeam_channel::{unbounded, Sender};
 use parking_lot::Mutex;
 
-use super::event::HostCompletion;
+use super::host_queue::HostQueue;
 use super::{
     scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmSlot,
     PendingResults, PinOutcome, StageEvent, WorkTag,
@@ -24,7 +21,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::groth16::MsmResults;
 use crate::math::{msm, quotient};
-use crate::timeline::{TimelineRecorder, Track};
+use crate::timeline::TimelineRecorder;
 
 /// A modelled device with `capacity_bytes` of memory.
 pub struct CpuDevice {
@@ -141,22 +138,7 @@ impl Device for CpuDevice {
     }
 
     fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>> {
-        let (jobs, queue) = unbounded::<Job>();
-        let thread_name = format!("cpu{}-{name}", self.ordinal);
-        std::thread::Builder::new()
-            .name(thread_name)
-            .spawn(move || {
-                for job in queue {
-                    job();
-                }
-            })
-            .map_err(|e| Error::io("starting a modelled stream", e))?;
-        Ok(Arc::new(CpuStream {
-            device: self.ordinal,
-            name: name.to_string(),
-            jobs,
-            timeline,
-        }))
+        Ok(Arc::new(CpuStream { queue: HostQueue::start(self.ordinal, name, timeline)? }))
     }
 
     fn workspace_bytes(&self, log_n: u32, _max_msm_len: usize) -> u64 {
@@ -165,54 +147,16 @@ impl Device for CpuDevice {
     }
 }
 
-type Job = Box<dyn FnOnce() + Send>;
-
 /// A modelled stream: a thread that runs its queued work in order.
 struct CpuStream {
-    device: usize,
-    name: String,
-    jobs: Sender<Job>,
-    timeline: TimelineRecorder,
+    queue: HostQueue,
 }
 
 impl CpuStream {
-    fn enqueue(&self, job: Job) -> Result<()> {
-        self.jobs.send(job).map_err(|_| Error::Device {
-            device: self.device,
-            operation: "enqueue work",
-            message: format!("stream {} has stopped", self.name),
-        })
-    }
-
-    /// Queues work of a partition: skipped if the partition already failed, timed on this
-    /// stream's track, and a failure or panic lands in the partition's failure slot.
+    /// Queues work timed on the host (the model has no device clock).
     fn enqueue_work(&self, tag: &WorkTag, work: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
-        let tag = tag.clone();
-        let timeline = self.timeline.clone();
-        let track = Track::Stream { device: self.device, name: self.name.clone() };
-        self.enqueue(Box::new(move || {
-            if tag.failure.is_failed() {
-                return;
-            }
-            let start = Instant::now();
-            let outcome = catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
-                Err(Error::Panicked { stage: tag.stage, message: panic_message(&panic) })
-            });
-            timeline.record(track, tag.stage, tag.partition, start, Instant::now(), tag.args.clone());
-            if let Err(err) = outcome {
-                tag.fail(err);
-            }
-        }))
+        self.queue.enqueue_work(tag, move || work().map(|()| None))
     }
-}
-
-/// The text of a panic payload.
-pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic with no message".into())
 }
 
 fn too_small(buffer: &DeviceBuffer, needed: u64) -> Error {
@@ -248,22 +192,15 @@ fn not_holding(buffer: &DeviceBuffer, what: &str) -> Error {
 
 impl DeviceStream for CpuStream {
     fn name(&self) -> &str {
-        &self.name
+        self.queue.name()
     }
 
     fn wait_event(&self, event: &StageEvent) -> Result<()> {
-        let event = event.clone();
-        self.enqueue(Box::new(move || {
-            // Host completions never fail; a failed partition is marked in its failure slot.
-            let _ = event.wait();
-        }))
+        self.queue.wait_event(event)
     }
 
     fn record_event(&self) -> Result<StageEvent> {
-        let completion = Arc::new(HostCompletion::new());
-        let done = completion.clone();
-        self.enqueue(Box::new(move || done.complete()))?;
-        Ok(StageEvent::new(completion))
+        self.queue.record_event()
     }
 
     fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
@@ -361,7 +298,7 @@ impl DeviceStream for CpuStream {
         let results = results.clone();
         let landed: Arc<Mutex<Option<ResultSlots>>> = Arc::default();
         let landing = landed.clone();
-        let device = self.device;
+        let device = self.queue.device();
         self.enqueue_work(tag, move || {
             let contents = memory_of(&results)?.contents.lock();
             let Contents::Results(slots) = &*contents else {

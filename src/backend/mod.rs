@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod faults;
 mod event;
+pub mod host_queue;
 mod work;
 
 use std::any::Any;
