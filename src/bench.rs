@@ -122,6 +122,9 @@ pub struct BenchReport {
     pub pinned: PinnedFigures,
     pub faults: FaultFigures,
     pub device_bytes_after: Vec<u64>,
+    /// The driver's free memory per device once the prover started, and after the run.
+    pub device_free_bytes_before: Vec<Option<u64>>,
+    pub device_free_bytes_after: Vec<Option<u64>>,
     /// Proving keys resident per device at the end of the run, before eviction.
     pub residency: Vec<ResidencyFigures>,
     /// Idle gaps over 1 ms on each device, with what it was waiting on.
@@ -178,6 +181,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         eprintln!("snarkpipe: no usable CUDA GPU found; proving on the CPU backend");
     }
 
+    let device_free_bytes_before = prover.device_free_bytes();
     let mut rng = ChaCha20Rng::seed_from_u64(args.seed ^ 0x5eed);
     let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
     let started = Instant::now();
@@ -263,6 +267,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     let backend = prover.backend();
     prover.shutdown(Shutdown::Drain);
     let device_bytes_after = prover.device_allocated_bytes();
+    let device_free_bytes_after = prover.device_free_bytes();
 
     Ok(BenchReport {
         backend,
@@ -290,6 +295,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         pinned: PinnedFigures { leaked_bytes: pinned_leaked },
         faults,
         device_bytes_after,
+        device_free_bytes_before,
+        device_free_bytes_after,
         residency,
         timeline_summary: summary.to_string(),
         idle_gaps: summary.idle_gaps,

@@ -320,6 +320,11 @@ impl Prover {
         self.devices.iter().map(|d| d.allocated_bytes()).collect()
     }
 
+    /// The driver's free memory per device, where the backend reports it.
+    pub fn device_free_bytes(&self) -> Vec<Option<u64>> {
+        self.devices.iter().map(|d| d.free_bytes()).collect()
+    }
+
     /// Resident proving keys per device: (count, bytes).
     pub fn residency(&self) -> Vec<(usize, u64)> {
         self.pipelines.iter().map(|p| p.residency()).collect()

@@ -299,6 +299,13 @@ pub struct GpuBuffer<T> {
 }
 
 impl<T: DeviceElement> GpuBuffer<T> {
+    /// The same device memory seen as elements of `U`; the length is recomputed, and trailing
+    /// bytes that do not fill a `U` are not addressed.
+    pub fn retype<U: DeviceElement>(self) -> GpuBuffer<U> {
+        let len = self.size_bytes() / std::mem::size_of::<U>();
+        GpuBuffer { bytes: self.bytes, len, _t: PhantomData }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

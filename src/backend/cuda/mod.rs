@@ -8,6 +8,7 @@
 #![allow(unsafe_code)]
 
 mod context;
+mod device;
 mod msm;
 mod ntt;
 mod probe;
@@ -41,11 +42,24 @@ pub fn device_count() -> usize {
 }
 
 /// Opens the selected GPUs as pipeline devices.
-pub fn open_devices(_selection: &DeviceSelection) -> Result<Vec<Arc<dyn Device>>> {
-    if !cuda_available() {
-        return Err(Error::BackendUnavailable("no CUDA driver or GPU found".into()));
+pub fn open_devices(selection: &DeviceSelection) -> Result<Vec<Arc<dyn Device>>> {
+    let count = device_count();
+    if count == 0 {
+        return Err(Error::BackendUnavailable(
+            "no CUDA driver (libcuda) or no GPU found; use --backend cpu or auto".into(),
+        ));
     }
-    Err(Error::BackendUnavailable(
-        "the CUDA kernels and API exist (backend::cuda::GpuContext) but the pipeline Device for CUDA is not built yet".into(),
-    ))
+    let ordinals: Vec<usize> = match selection {
+        DeviceSelection::All => (0..count).collect(),
+        DeviceSelection::Only(list) => {
+            if let Some(missing) = list.iter().find(|&&d| d >= count) {
+                return Err(Error::Config(format!("GPU {missing} does not exist: this machine has {count}")));
+            }
+            list.clone()
+        }
+    };
+    ordinals
+        .into_iter()
+        .map(|d| device::CudaDevice::open(d).map(|dev| Arc::new(dev) as Arc<dyn Device>))
+        .collect()
 }

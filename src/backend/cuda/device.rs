@@ -1,0 +1,332 @@
+//! The CUDA GPU as a pipeline [`Device`].
+//!
+//! Each pipeline stream is a host thread (a [`HostQueue`]) driving its own CUDA stream, so the
+//! upload, compute and download streams of a GPU run concurrently on it. Every piece of work is
+//! bracketed by timed CUDA events, and its span on the timeline is the device's own time mapped
+//! onto the host clock. The MSM kernels hand their window sums back to the host for the final
+//! combination, so an MSM ends with its result on the host; the results "copy" of the download
+//! stage then only hands them over.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use parking_lot::Mutex;
+
+use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, PinnedRange};
+use super::msm::{window_bits_for, MsmOptions};
+use crate::backend::host_queue::{DeviceTimes, HostQueue};
+use crate::backend::{
+    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmSlot, PendingResults,
+    PinOutcome, StageEvent, WorkTag,
+};
+use crate::error::{Error, Result};
+use crate::groth16::MsmResults;
+use crate::timeline::TimelineRecorder;
+
+/// One GPU.
+pub struct CudaDevice {
+    gpu: Arc<GpuContext>,
+    ordinal: usize,
+    total_bytes: u64,
+    /// Allocates the pipeline's buffers.
+    allocator: GpuStream,
+    allocated: Arc<AtomicU64>,
+    registered: Mutex<HashMap<HostRange, PinnedRange>>,
+}
+
+impl CudaDevice {
+    pub fn open(ordinal: usize) -> Result<CudaDevice> {
+        let gpu = GpuContext::open(ordinal)?;
+        let (_, total) = gpu.memory_info()?;
+        let allocator = gpu.new_stream()?;
+        Ok(CudaDevice {
+            gpu,
+            ordinal,
+            total_bytes: total as u64,
+            allocator,
+            allocated: Arc::new(AtomicU64::new(0)),
+            registered: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+/// One allocation, returned to the device's count when dropped.
+struct CudaMemory {
+    buffer: Mutex<Option<GpuBuffer<u8>>>,
+    bytes: u64,
+    allocated: Arc<AtomicU64>,
+    /// MSM results land on the host (see the module doc); a results buffer keeps them here.
+    results: Mutex<ResultSlots>,
+}
+
+impl Drop for CudaMemory {
+    fn drop(&mut self) {
+        self.allocated.fetch_sub(self.bytes, Ordering::SeqCst);
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct ResultSlots {
+    h: Option<G1Projective>,
+    l: Option<G1Projective>,
+    a: Option<G1Projective>,
+    b_g1: Option<G1Projective>,
+    b_g2: Option<G2Projective>,
+}
+
+fn memory_of(buffer: &DeviceBuffer) -> Result<&CudaMemory> {
+    buffer.memory::<CudaMemory>().ok_or_else(|| Error::Device {
+        device: buffer.device(),
+        operation: "use buffer",
+        message: "the buffer was not allocated by this CUDA device".into(),
+    })
+}
+
+/// Takes a buffer's device memory for the duration of one piece of work, seen as `T`.
+fn with_buffer<T: super::context::DeviceElement, R>(
+    buffer: &DeviceBuffer,
+    work: impl FnOnce(&mut GpuBuffer<T>) -> Result<R>,
+) -> Result<R> {
+    let memory = memory_of(buffer)?;
+    let mut slot = memory.buffer.lock();
+    let raw = slot.take().ok_or_else(|| Error::Device {
+        device: buffer.device(),
+        operation: "use buffer",
+        message: "the buffer is in use by other work".into(),
+    })?;
+    let mut typed = raw.retype::<T>();
+    let outcome = work(&mut typed);
+    *slot = Some(typed.retype::<u8>());
+    outcome
+}
+
+impl Device for CudaDevice {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo { ordinal: self.ordinal, name: self.gpu.name(), capacity_bytes: self.total_bytes, device_clock: true }
+    }
+
+    fn allocated_bytes(&self) -> u64 {
+        self.allocated.load(Ordering::SeqCst)
+    }
+
+    fn free_bytes(&self) -> Option<u64> {
+        self.gpu.memory_info().ok().map(|(free, _)| free as u64)
+    }
+
+    fn allocate(&self, bytes: u64) -> Result<DeviceBuffer> {
+        let buffer = self.allocator.alloc::<u8>(bytes as usize)?;
+        self.allocator.synchronize()?;
+        self.allocated.fetch_add(bytes, Ordering::SeqCst);
+        let memory = CudaMemory {
+            buffer: Mutex::new(Some(buffer)),
+            bytes,
+            allocated: self.allocated.clone(),
+            results: Mutex::new(ResultSlots::default()),
+        };
+        Ok(DeviceBuffer::new(self.ordinal, bytes, Arc::new(memory)))
+    }
+
+    fn pin_host(&self, range: HostRange) -> Result<PinOutcome> {
+        // SAFETY: the pinned registry hands us ranges of live host allocations that it keeps
+        // alive (through its leases) until it unpins them; we only register, never read.
+        let slice = unsafe { std::slice::from_raw_parts(range.addr as *const u8, range.len) };
+        match self.gpu.register_host(slice)? {
+            HostRegistration::Registered(pinned) => {
+                self.registered.lock().insert(range, pinned);
+                Ok(PinOutcome::Pinned)
+            }
+            HostRegistration::AlreadyRegistered => Ok(PinOutcome::AlreadyPinned),
+        }
+    }
+
+    fn unpin_host(&self, range: HostRange) -> Result<()> {
+        match self.registered.lock().remove(&range) {
+            Some(pinned) => pinned.unregister(),
+            None => Err(Error::Device {
+                device: self.ordinal,
+                operation: "unpin host memory",
+                message: format!("range {:#x}+{} was not pinned by this device", range.addr, range.len),
+            }),
+        }
+    }
+
+    fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>> {
+        let stream = self.gpu.new_stream()?;
+        let clock = stream.clock()?;
+        Ok(Arc::new(CudaStream {
+            queue: HostQueue::start(self.ordinal, name, timeline)?,
+            gpu: Arc::new(GpuWork { stream, clock }),
+        }))
+    }
+
+    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
+        // The NTT's twiddles, and the MSM's scratch for the largest MSM: canonical scalars,
+        // 0/1 flags, one bucket entry per point and window, and the buckets themselves
+        // (G2-sized, the larger of the two). The kernels allocate these themselves; the
+        // budget accounts for them here.
+        let n = max_msm_len as u64;
+        let c = window_bits_for(max_msm_len.max(2)) as u64;
+        let windows = 256u64.div_ceil(c);
+        let buckets = windows * (1u64 << c);
+        scalar_bytes(1usize << log_n) / 2 + n * (32 + 4 + 4 * windows) + buckets * (8 + 288) + (64 << 20)
+    }
+}
+
+/// A CUDA stream and the clock that maps its events onto the host's.
+struct GpuWork {
+    stream: GpuStream,
+    clock: GpuClock,
+}
+
+impl GpuWork {
+    /// Runs `work` on the stream between two timed events and waits for it.
+    fn timed(&self, work: impl FnOnce(&GpuStream) -> Result<()>) -> Result<DeviceTimes> {
+        let start = self.stream.record()?;
+        work(&self.stream)?;
+        let end = self.stream.record()?;
+        self.stream.synchronize()?;
+        Ok(Some((self.clock.host_time(&start)?, self.clock.host_time(&end)?)))
+    }
+}
+
+struct CudaStream {
+    queue: HostQueue,
+    gpu: Arc<GpuWork>,
+}
+
+impl CudaStream {
+    fn enqueue(&self, tag: &WorkTag, work: impl FnOnce(&GpuStream) -> Result<()> + Send + 'static) -> Result<()> {
+        let gpu = self.gpu.clone();
+        self.queue.enqueue_work(tag, move || gpu.timed(work))
+    }
+
+    fn upload<T: super::context::DeviceElement>(&self, src: Arc<Vec<T>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+        let dst = dst.clone();
+        self.enqueue(tag, move |stream| {
+            with_buffer::<T, _>(&dst, |buffer| {
+                if src.len() < buffer.len() {
+                    // The rest of the buffer must read as zeros (the domain's padding).
+                    with_zeros(stream, buffer)?;
+                }
+                stream.upload_into(&src, buffer)
+            })
+        })
+    }
+}
+
+/// Zero-fills a buffer through a u32 view of it.
+fn with_zeros<T: super::context::DeviceElement>(stream: &GpuStream, buffer: &mut GpuBuffer<T>) -> Result<()> {
+    let taken = std::mem::replace(buffer, stream.alloc::<T>(0)?);
+    let mut words = taken.retype::<u32>();
+    let filled = stream.fill_u32(&mut words, 0);
+    *buffer = words.retype::<T>();
+    filled
+}
+
+impl DeviceStream for CudaStream {
+    fn name(&self) -> &str {
+        self.queue.name()
+    }
+
+    fn wait_event(&self, event: &StageEvent) -> Result<()> {
+        self.queue.wait_event(event)
+    }
+
+    fn record_event(&self) -> Result<StageEvent> {
+        self.queue.record_event()
+    }
+
+    fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+        self.upload(src, dst, tag)
+    }
+
+    fn copy_g1_to_device(&self, src: Arc<Vec<G1Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+        self.upload(src, dst, tag)
+    }
+
+    fn copy_g2_to_device(&self, src: Arc<Vec<G2Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+        self.upload(src, dst, tag)
+    }
+
+    fn quotient(
+        &self,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        log_n: u32,
+        _workspace: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        let (a, b, c) = (a.clone(), b.clone(), c.clone());
+        self.enqueue(tag, move |stream| {
+            with_buffer::<Scalar, _>(&a, |a| {
+                with_buffer::<Scalar, _>(&b, |b| with_buffer::<Scalar, _>(&c, |c| stream.quotient_h(a, b, c, log_n)))
+            })
+        })
+    }
+
+    fn msm(
+        &self,
+        group: Group,
+        bases: &DeviceBuffer,
+        scalars: &DeviceBuffer,
+        len: usize,
+        _workspace: &DeviceBuffer,
+        results: &DeviceBuffer,
+        slot: MsmSlot,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        let (bases, scalars, results) = (bases.clone(), scalars.clone(), results.clone());
+        self.enqueue(tag, move |stream| {
+            let opts = MsmOptions { window_bits: None, ones_fast_path: true };
+            let out = memory_of(&results)?;
+            with_buffer::<Scalar, _>(&scalars, |scalars| match (group, slot) {
+                (Group::G2, MsmSlot::BG2) => {
+                    let sum = with_buffer::<G2Affine, _>(&bases, |bases| stream.msm_g2(bases, scalars, len, opts))?;
+                    out.results.lock().b_g2 = Some(sum);
+                    Ok(())
+                }
+                (Group::G1, slot) if slot != MsmSlot::BG2 => {
+                    let sum = with_buffer::<G1Affine, _>(&bases, |bases| stream.msm_g1(bases, scalars, len, opts))?;
+                    let mut slots = out.results.lock();
+                    match slot {
+                        MsmSlot::H => slots.h = Some(sum),
+                        MsmSlot::L => slots.l = Some(sum),
+                        MsmSlot::A => slots.a = Some(sum),
+                        _ => slots.b_g1 = Some(sum),
+                    }
+                    Ok(())
+                }
+                _ => Err(Error::Device {
+                    device: stream.gpu().ordinal(),
+                    operation: "msm",
+                    message: format!("a {group:?} MSM cannot fill the {slot:?} result"),
+                }),
+            })
+        })
+    }
+
+    fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {
+        let results = results.clone();
+        let landed: Arc<Mutex<Option<ResultSlots>>> = Arc::default();
+        let landing = landed.clone();
+        let device = self.queue.device();
+        self.enqueue(tag, move |_| {
+            *landing.lock() = Some(*memory_of(&results)?.results.lock());
+            Ok(())
+        })?;
+        Ok(PendingResults::new(move || {
+            let missing = |what: &str| Error::Device { device, operation: "copy results to host", message: what.into() };
+            let slots = landed.lock().take().ok_or_else(|| missing("the results were not copied"))?;
+            Ok(MsmResults {
+                h: slots.h.ok_or_else(|| missing("the h MSM did not run"))?,
+                l: slots.l.ok_or_else(|| missing("the l MSM did not run"))?,
+                a: slots.a.ok_or_else(|| missing("the a MSM did not run"))?,
+                b_g1: slots.b_g1.ok_or_else(|| missing("the b_g1 MSM did not run"))?,
+                b_g2: slots.b_g2.ok_or_else(|| missing("the b_g2 MSM did not run"))?,
+            })
+        }))
+    }
+}
