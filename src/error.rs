@@ -31,6 +31,10 @@ pub enum Error {
     #[error("a variable has no assignment: prove with a witness, not with a key-generation circuit")]
     MissingAssignment,
 
+    /// A witness whose vectors disagree in length (built by hand or corrupted).
+    #[error("malformed witness: {0}")]
+    MalformedWitness(String),
+
     /// The circuit has no constraints and no inputs beyond ONE.
     #[error("the circuit is empty: it has no constraints")]
     EmptyCircuit,

@@ -225,7 +225,7 @@ fn check(prover: &Prover, case: &RequestCase) -> Result<(), TestCaseError> {
             } else {
                 prop_assert!(bad_witness, "a well-formed request was refused: {err:?}");
                 prop_assert!(
-                    matches!(err, Error::ParamsMismatch { .. } | Error::EmptyCircuit | Error::Synthesis(_)),
+                    matches!(err, Error::ParamsMismatch { .. } | Error::MalformedWitness(_) | Error::EmptyCircuit | Error::Synthesis(_)),
                     "an unexpected error type for a bad witness: {err:?}"
                 );
             }

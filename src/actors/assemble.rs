@@ -19,10 +19,11 @@ impl StageLogic for Assembly {
     }
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
-        job.failure.check()?;
+        // A failed key upload explains whatever its partitions' MSMs then saw: report it first.
         if let Some(resident) = &job.resident_key {
             resident.failure.check()?;
         }
+        job.failure.check()?;
         let results = job.pending_results.take().ok_or_else(|| missing("results"))?.read()?;
         job.msm_results = Some(results);
         job.proof = Some(assemble_proof(&job.key.vk, &results, job.r, job.s)?);

@@ -19,9 +19,9 @@ impl StageLogic for Multiexp {
         job.used(&stream);
         stream.wait_event(job.ntt_done.as_ref().ok_or_else(|| missing("NTT event"))?)?;
         let key = job.resident_key.clone().ok_or_else(|| missing("resident key"))?;
-        if let Some(uploaded) = key.uploaded.get() {
-            stream.wait_event(uploaded)?;
-        }
+        key.failure.check()?;
+        let uploaded = key.uploaded.get().ok_or_else(|| missing("proving key upload"))?;
+        stream.wait_event(uploaded)?;
         let buffers = job.buffers.as_ref().ok_or_else(|| missing("device buffers"))?;
         let staged = job.staged.as_ref().ok_or_else(|| missing("pinned inputs"))?;
         let h_len = (1usize << job.log_n) - 1;

@@ -66,7 +66,8 @@ impl ResidentKey {
     /// failed, so it is dropped from the cache and uploaded afresh for the next partition.
     pub fn upload_once(&self, key: &ProvingKey, stream: &Arc<dyn DeviceStream>, partition_id: usize) -> Result<()> {
         if self.upload_started.swap(true, Ordering::SeqCst) {
-            return Ok(());
+            // The upload is queued (or its queueing failed, and this key is no use).
+            return self.failure.check();
         }
         let tag = WorkTag::new(partition_id, Stage::Htod, &self.failure)
             .with("partition", partition_id)
@@ -246,6 +247,8 @@ impl DevicePipeline {
         if !pins.is_empty() {
             return Ok(());
         }
+        // All five or none: a partial set would leave the key half pinned for good.
+        let mut leases = Vec::with_capacity(5);
         for range in [
             HostRange::of(&key.h),
             HostRange::of(&key.l),
@@ -254,9 +257,10 @@ impl DevicePipeline {
             HostRange::of(&key.b_g2),
         ] {
             if range.len > 0 {
-                pins.push(self.pool.registry().pin(range)?);
+                leases.push(self.pool.registry().pin(range)?);
             }
         }
+        *pins = leases;
         Ok(())
     }
 

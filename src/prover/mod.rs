@@ -139,6 +139,30 @@ pub fn open_devices(config: &ProverConfig) -> Result<(BackendKind, Vec<Arc<dyn D
     }
 }
 
+/// A witness's vectors must agree with each other before its shape is compared with a key.
+fn check_witness_lengths(w: &Witness) -> Result<()> {
+    let bad = |what: String| Err(Error::MalformedWitness(what));
+    if w.a.len() != w.b.len() || w.a.len() != w.c.len() {
+        return bad(format!("a, b and c have {}, {} and {} evaluations", w.a.len(), w.b.len(), w.c.len()));
+    }
+    if w.input_assignment.is_empty() || w.input_assignment.len() != w.b_input_density.len() {
+        return bad(format!(
+            "{} inputs (ONE included) but a B-input density of {}",
+            w.input_assignment.len(),
+            w.b_input_density.len()
+        ));
+    }
+    if w.aux_assignment.len() != w.a_aux_density.len() || w.aux_assignment.len() != w.b_aux_density.len() {
+        return bad(format!(
+            "{} aux values but A and B aux densities of {} and {}",
+            w.aux_assignment.len(),
+            w.a_aux_density.len(),
+            w.b_aux_density.len()
+        ));
+    }
+    Ok(())
+}
+
 /// How [`Prover::shutdown`] treats work in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
@@ -254,6 +278,7 @@ impl Prover {
             return Err(Error::RandomnessLength { circuits: partitions.len(), r: r.len(), s: s.len() });
         }
         for witness in &partitions {
+            check_witness_lengths(witness)?;
             witness.domain()?;
             key.check_shape(&witness.shape())?;
         }
