@@ -141,7 +141,7 @@ impl DevicePipeline {
         });
         let stages = StageAddrs {
             admission: StageActor::start(1, ordinal, || Admission),
-            pin: StageActor::start(1, ordinal, || Pinning),
+            pin: StageActor::start(workers, ordinal, || Pinning),
             htod: StageActor::start(1, ordinal, || Staging),
             ntt: StageActor::start(workers, ordinal, || Quotient),
             msm: StageActor::start(workers, ordinal, || Multiexp),

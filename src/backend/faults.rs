@@ -147,6 +147,9 @@ impl Device for FaultyDevice {
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
         self.inner.workspace_bytes(log_n, max_msm_len)
     }
+    fn release_cached(&self) {
+        self.inner.release_cached()
+    }
 }
 
 struct FaultyStream {

@@ -133,6 +133,10 @@ pub trait Device: Send + Sync {
     /// A new in-order work queue. Its work is recorded on `timeline` under the stream's name.
     fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>>;
 
+    /// Gives back memory the backend keeps cached (kernel tables, freed pool blocks), so the
+    /// driver's free memory is what it was before proving. Called at shutdown.
+    fn release_cached(&self) {}
+
     /// Scratch bytes a partition needs beside its inputs: NTT twiddles and MSM buckets for the
     /// largest MSM of `max_msm_len` points. Part of every partition's memory plan.
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64;

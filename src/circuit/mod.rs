@@ -7,6 +7,7 @@
 
 pub mod synthesize;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::math::Domain;
@@ -70,6 +71,11 @@ impl Density {
     }
 
     /// `values[i]` for every used variable `i`, in order.
+    /// [`Density::select`] in parallel, in the same order (partitions have millions of variables).
+    pub fn par_select<'a>(&'a self, values: &'a [Scalar]) -> impl ParallelIterator<Item = Scalar> + 'a {
+        self.bits.par_iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value)
+    }
+
     pub fn select<'a>(&'a self, values: &'a [Scalar]) -> impl Iterator<Item = Scalar> + 'a {
         self.bits
             .iter()
@@ -167,7 +173,7 @@ impl Witness {
         let mut scalars =
             Vec::with_capacity(self.input_assignment.len() + self.a_aux_density.total());
         scalars.extend_from_slice(&self.input_assignment);
-        scalars.extend(self.a_aux_density.select(&self.aux_assignment));
+        scalars.par_extend(self.a_aux_density.par_select(&self.aux_assignment));
         scalars
     }
 
@@ -177,7 +183,7 @@ impl Witness {
         let mut scalars =
             Vec::with_capacity(self.b_input_density.total() + self.b_aux_density.total());
         scalars.extend(self.b_input_density.select(&self.input_assignment));
-        scalars.extend(self.b_aux_density.select(&self.aux_assignment));
+        scalars.par_extend(self.b_aux_density.par_select(&self.aux_assignment));
         scalars
     }
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Weak};
 
 use blstrs::Scalar;
 use parking_lot::Mutex;
+use rayon::prelude::*;
 
 use crate::backend::{Device, HostRange, PinOutcome};
 use crate::error::Result;
@@ -183,7 +184,8 @@ impl PinnedPool {
             }
         };
         data.clear();
-        data.extend_from_slice(values);
+        // A partition's vectors are gigabytes: copy with every core.
+        data.par_extend(values.par_iter().copied());
         Ok(PinnedScalars { data: Some(Arc::new(data)), lease: Some(lease), pool: Arc::downgrade(&self.shelf) })
     }
 

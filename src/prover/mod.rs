@@ -414,6 +414,7 @@ impl Prover {
         if let Some(system) = self.system.lock().take() {
             system.stop();
         }
+        self.devices.iter().for_each(|d| d.release_cached());
     }
 }
 

@@ -161,6 +161,14 @@ impl Device for CudaDevice {
         }))
     }
 
+    fn release_cached(&self) {
+        self.gpu.clear_caches();
+        // Freed stream-ordered blocks go back to the driver at a synchronisation.
+        if let Err(err) = self.gpu.synchronize().and_then(|_| self.allocator.synchronize()) {
+            tracing::warn!(%err, "synchronising before releasing cached memory failed");
+        }
+    }
+
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
         // The NTT's twiddles, and the MSM's scratch for the largest MSM: canonical scalars,
         // 0/1 flags, one bucket entry per point and window, and the buckets themselves
