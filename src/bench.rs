@@ -44,7 +44,7 @@ pub struct BenchArgs {
     /// Compute streams per device.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
-    /// Partitions in flight at once.
+    /// Partitions in flight at once, per device.
     #[arg(long, default_value_t = 4)]
     pub in_flight: usize,
     #[arg(long, default_value_t = 1)]

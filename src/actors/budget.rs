@@ -67,8 +67,15 @@ impl BudgetLedger {
             self.grants_issued += 1;
             releaser.mirror(self.in_use_bytes, self.peak_bytes);
             let grant = Grant { device: self.device, bytes, releaser: Some(releaser.clone()) };
-            // A requester that gave up drops its receiver: the grant comes straight back.
-            let _ = reply.send(grant);
+            // A requester that gave up dropped its receiver: take the bytes straight back here,
+            // not through a message that a report could overtake.
+            if let Err(refused) = reply.send(grant) {
+                let mut grant = refused.into_inner();
+                grant.releaser = None;
+                self.in_use_bytes -= bytes;
+                self.grants_issued -= 1;
+                releaser.mirror(self.in_use_bytes, self.peak_bytes);
+            }
         }
     }
 

@@ -20,8 +20,8 @@ impl StageLogic for Pinning {
             b: pool.stage(&witness.b)?,
             c: pool.stage(&witness.c)?,
             aux: pool.stage(&witness.aux_assignment)?,
-            a_query: pool.stage(&witness.a_query_scalars())?,
-            b_query: pool.stage(&witness.b_query_scalars())?,
+            a_query: pool.stage_with(witness.a_query_len(), |out| witness.a_query_into(out))?,
+            b_query: pool.stage_with(witness.b_query_len(), |out| witness.b_query_into(out))?,
         });
         if let Some(resident) = &job.resident_key {
             job.pipeline.pin_key_host(resident, &job.key)?;

@@ -170,21 +170,39 @@ impl Witness {
     /// Scalars for the A query, in the order of the parameters' `a` vector: every input, then
     /// the aux variables that occur in A.
     pub fn a_query_scalars(&self) -> Vec<Scalar> {
-        let mut scalars =
-            Vec::with_capacity(self.input_assignment.len() + self.a_aux_density.total());
-        scalars.extend_from_slice(&self.input_assignment);
-        scalars.par_extend(self.a_aux_density.par_select(&self.aux_assignment));
+        let mut scalars = Vec::with_capacity(self.a_query_len());
+        self.a_query_into(&mut scalars);
         scalars
+    }
+
+    /// How many scalars [`Witness::a_query_scalars`] returns.
+    pub fn a_query_len(&self) -> usize {
+        self.input_assignment.len() + self.a_aux_density.total()
+    }
+
+    /// Appends the A-query scalars to `out` (in parallel; e.g. straight into pinned memory).
+    pub fn a_query_into(&self, out: &mut Vec<Scalar>) {
+        out.extend_from_slice(&self.input_assignment);
+        out.par_extend(self.a_aux_density.par_select(&self.aux_assignment));
     }
 
     /// Scalars for the B queries (`b_g1` and `b_g2`): the inputs that occur in B, then the aux
     /// variables that occur in B.
     pub fn b_query_scalars(&self) -> Vec<Scalar> {
-        let mut scalars =
-            Vec::with_capacity(self.b_input_density.total() + self.b_aux_density.total());
-        scalars.extend(self.b_input_density.select(&self.input_assignment));
-        scalars.par_extend(self.b_aux_density.par_select(&self.aux_assignment));
+        let mut scalars = Vec::with_capacity(self.b_query_len());
+        self.b_query_into(&mut scalars);
         scalars
+    }
+
+    /// How many scalars [`Witness::b_query_scalars`] returns.
+    pub fn b_query_len(&self) -> usize {
+        self.b_input_density.total() + self.b_aux_density.total()
+    }
+
+    /// Appends the B-query scalars to `out` (in parallel).
+    pub fn b_query_into(&self, out: &mut Vec<Scalar>) {
+        out.extend(self.b_input_density.select(&self.input_assignment));
+        out.par_extend(self.b_aux_density.par_select(&self.aux_assignment));
     }
 
     /// The public inputs without ONE: what a verifier takes.

@@ -163,12 +163,19 @@ impl PinnedPool {
 
     /// A pinned buffer holding a copy of `values`, reusing an idle one when one is big enough.
     pub fn stage(&self, values: &[Scalar]) -> Result<PinnedScalars> {
+        // A partition's vectors are gigabytes: copy with every core.
+        self.stage_with(values.len(), |data| data.par_extend(values.par_iter().copied()))
+    }
+
+    /// A pinned buffer of room for `len` scalars, filled by `fill` (which must push at most
+    /// `len`), so values computed for staging go straight into pinned memory.
+    pub fn stage_with(&self, len: usize, fill: impl FnOnce(&mut Vec<Scalar>)) -> Result<PinnedScalars> {
         let reused = {
             let mut idle = self.shelf.idle.lock();
             let fit = idle
                 .iter()
                 .enumerate()
-                .filter(|(_, (buf, _))| buf.capacity() >= values.len())
+                .filter(|(_, (buf, _))| buf.capacity() >= len)
                 .min_by_key(|(_, (buf, _))| buf.capacity())
                 .map(|(i, _)| i);
             fit.map(|i| idle.swap_remove(i))
@@ -177,15 +184,16 @@ impl PinnedPool {
             Some(found) => found,
             None => {
                 // Never an empty allocation: a zero-length range cannot be pinned.
-                let data: Vec<Scalar> = Vec::with_capacity(values.len().max(1));
+                let data: Vec<Scalar> = Vec::with_capacity(len.max(1));
                 let range = HostRange { addr: data.as_ptr() as usize, len: data.capacity() * 32 };
                 let lease = self.registry.pin(range)?;
                 (data, lease)
             }
         };
         data.clear();
-        // A partition's vectors are gigabytes: copy with every core.
-        data.par_extend(values.par_iter().copied());
+        let pinned_at = data.as_ptr();
+        fill(&mut data);
+        debug_assert_eq!(data.as_ptr(), pinned_at, "the staged values outgrew their pinned buffer");
         Ok(PinnedScalars { data: Some(Arc::new(data)), lease: Some(lease), pool: Arc::downgrade(&self.shelf) })
     }
 

@@ -56,7 +56,8 @@ pub struct ProverConfig {
     pub workers_per_device: usize,
     /// Device memory left out of every budget, for the driver and other users.
     pub memory_reserve_bytes: u64,
-    /// Partitions in flight at once, over all devices.
+    /// Partitions in flight at once per device (the bound over all devices is this times the
+    /// number of devices).
     pub in_flight: usize,
     /// How many devices the CPU backend models, and how much memory each has.
     pub cpu_devices: usize,
@@ -220,7 +221,7 @@ impl Prover {
         }
         let (submit, incoming) = unbounded();
         let stopping = Arc::new(AtomicBool::new(false));
-        let limiter = InFlightLimiter::new(config.in_flight);
+        let limiter = InFlightLimiter::new(config.in_flight * pipelines.len());
         let scheduler = Scheduler {
             incoming,
             pipelines: pipelines.clone(),
