@@ -22,6 +22,7 @@ bench cpu16 --backend cpu --partitions 2 --log-n 16 --keys setup
 bench cuda16 --backend cuda --devices 0 --partitions 8 --log-n 16 --keys setup --trace "$out/trace16.json"
 bench soak --backend cuda --devices 0 --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7
 bench cuda22 --backend cuda --devices 0 --partitions 8 --log-n 22 --keys random
+bench cuda20 --backend cuda --devices 0 --partitions 8 --log-n 20 --keys random
 bench cuda24 --backend cuda --devices 0 --partitions 12 --log-n 24 --keys random --timeline "$out/timeline24.svg"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   bench cuda24x2 --backend cuda --devices all --partitions 12 --log-n 24 --keys random --timeline "$out/timeline24x2.svg"
