@@ -116,6 +116,8 @@ pub struct BenchReport {
     pub seconds_total: f64,
     pub seconds_per_partition: f64,
     pub stages: BTreeMap<String, StageFigures>,
+    /// Throughput once the devices compute (warm-up left out).
+    pub steady_state: SteadyState,
     pub overlap_fraction: f64,
     pub busy_fraction: BTreeMap<String, f64>,
     pub budget: BudgetFigures,
@@ -244,6 +246,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         svg::write_svg(&timeline, path)?;
     }
     let summary = summary::summarize(&timeline);
+    let steady = steady_state(&timeline);
 
     let residency = prover
         .residency()
@@ -283,6 +286,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         proofs_checked,
         seconds_total,
         seconds_per_partition: seconds_total / args.partitions as f64,
+        steady_state: steady,
         stages: summary.stage_seconds.iter().map(|(k, v)| (k.clone(), StageFigures { seconds: *v })).collect(),
         overlap_fraction: summary.overlap_fraction,
         busy_fraction: summary.busy_fraction.iter().map(|(d, f)| (format!("gpu{d}"), *f)).collect(),
@@ -304,6 +308,63 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     })
 }
 
+/// Throughput once the devices compute: from each device's first NTT to its last device
+/// work, so pinned-pool and key warm-up at the start of a run are left out.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SteadyState {
+    /// Seconds per partition over all devices together.
+    pub seconds_per_partition: f64,
+    /// Per device: seconds per partition on that device, and how busy its compute streams were.
+    pub devices: BTreeMap<String, SteadyDevice>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SteadyDevice {
+    pub partitions: usize,
+    pub seconds_per_partition: f64,
+    pub busy_fraction: f64,
+}
+
+/// Computes [`SteadyState`] from the device streams' compute spans.
+pub fn steady_state(timeline: &crate::timeline::Timeline) -> SteadyState {
+    use crate::stage::Stage;
+    let mut by_device: BTreeMap<usize, Vec<&crate::timeline::Span>> = BTreeMap::new();
+    for span in timeline.spans.iter().filter(|s| s.track.is_device() && matches!(s.stage, Stage::Ntt | Stage::Msm)) {
+        if let Some(device) = span.track.device() {
+            by_device.entry(device).or_default().push(span);
+        }
+    }
+    let mut steady = SteadyState::default();
+    let mut rate = 0.0;
+    for (device, spans) in by_device {
+        let Some(first) = spans.iter().filter(|s| s.stage == Stage::Ntt).map(|s| s.start_s).reduce(f64::min) else {
+            continue;
+        };
+        let last = spans.iter().map(|s| s.end_s).fold(first, f64::max);
+        let partitions = spans.iter().map(|s| s.partition).collect::<std::collections::BTreeSet<_>>().len();
+        let window = (last - first).max(f64::EPSILON);
+        let mut intervals: Vec<(f64, f64)> = spans.iter().map(|s| (s.start_s, s.end_s)).collect();
+        intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut busy, mut open) = (0.0, intervals[0]);
+        for &(start, end) in &intervals[1..] {
+            if start > open.1 {
+                busy += open.1 - open.0;
+                open = (start, end);
+            } else {
+                open.1 = open.1.max(end);
+            }
+        }
+        busy += open.1 - open.0;
+        rate += partitions as f64 / window;
+        steady.devices.insert(
+            format!("gpu{device}"),
+            SteadyDevice { partitions, seconds_per_partition: window / partitions as f64, busy_fraction: busy / window },
+        );
+    }
+    steady.seconds_per_partition = if rate > 0.0 { 1.0 / rate } else { 0.0 };
+    steady
+}
+
 /// The human summary printed without `--json`.
 pub fn describe(report: &BenchReport) -> String {
     let mut out = format!(
@@ -313,6 +374,10 @@ pub fn describe(report: &BenchReport) -> String {
     out += &format!(
         "  {:.3} s total, {:.3} s per partition\n",
         report.seconds_total, report.seconds_per_partition
+    );
+    out += &format!(
+        "  steady state (from the first NTT): {:.3} s per partition\n",
+        report.steady_state.seconds_per_partition
     );
     if report.proofs_checked {
         out += &format!("  {} verified, {} failed\n", report.verified, report.failed);
@@ -344,4 +409,37 @@ pub fn describe(report: &BenchReport) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::steady_state;
+    use crate::stage::Stage;
+    use crate::timeline::{TimelineRecorder, Track};
+
+    #[test]
+    fn steady_state_leaves_out_warm_up_and_adds_devices_up() {
+        let recorder = TimelineRecorder::new();
+        let at = |ms: u64| recorder.origin() + Duration::from_millis(ms);
+        let stream = |device| Track::Stream { device, name: "compute0".into() };
+        // A long warm-up (pinning) before either device computes.
+        recorder.record(Track::Actor { name: "pin".into(), device: Some(0), worker: None }, Stage::Pin, 0, at(0), at(5000), BTreeMap::new());
+        for device in 0..2 {
+            for p in 0..2u64 {
+                let start = 5000 + p * 1000;
+                recorder.record(stream(device), Stage::Ntt, (device * 2) as usize + p as usize, at(start), at(start + 200), BTreeMap::new());
+                recorder.record(stream(device), Stage::Msm, (device * 2) as usize + p as usize, at(start + 200), at(start + 1000), BTreeMap::new());
+            }
+        }
+        let steady = steady_state(&recorder.snapshot());
+        // Each device: 2 partitions in 2 s, fully busy; together 0.5 s per partition.
+        assert!((steady.devices["gpu0"].seconds_per_partition - 1.0).abs() < 1e-3);
+        assert!((steady.devices["gpu1"].busy_fraction - 1.0).abs() < 1e-3);
+        assert!((steady.seconds_per_partition - 0.5).abs() < 1e-3, "{steady:?}");
+        // The negative twin: counting the warm-up would give 3.5 s per partition per device.
+        assert!(steady.devices["gpu0"].seconds_per_partition < 3.5);
+    }
 }
