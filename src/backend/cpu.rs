@@ -10,16 +10,15 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{G1Affine, G2Affine, Scalar};
 use parking_lot::Mutex;
 
 use super::host_queue::HostQueue;
 use super::{
-    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmSlot,
+    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots, MsmSlot,
     PendingResults, PinOutcome, StageEvent, WorkTag,
 };
 use crate::error::{Error, Result};
-use crate::groth16::MsmResults;
 use crate::math::{msm, quotient};
 use crate::timeline::TimelineRecorder;
 
@@ -55,16 +54,7 @@ enum Contents {
     Scalars(Vec<Scalar>),
     G1(Vec<G1Affine>),
     G2(Vec<G2Affine>),
-    Results(ResultSlots),
-}
-
-#[derive(Default, Clone, Copy)]
-struct ResultSlots {
-    h: Option<G1Projective>,
-    l: Option<G1Projective>,
-    a: Option<G1Projective>,
-    b_g1: Option<G1Projective>,
-    b_g2: Option<G2Projective>,
+    Results(MsmResultSlots),
 }
 
 /// One modelled allocation; returns its bytes to the device when dropped.
@@ -269,24 +259,17 @@ impl DeviceStream for CpuStream {
             let base_contents = memory_of(&bases)?.contents.lock();
             let mut out = memory_of(&results)?.contents.lock();
             if !matches!(*out, Contents::Results(_)) {
-                *out = Contents::Results(ResultSlots::default());
+                *out = Contents::Results(MsmResultSlots::default());
             }
             let Contents::Results(slots) = &mut *out else { unreachable!("set just above") };
             match (group, &*base_contents) {
                 (Group::G1, Contents::G1(points)) => {
                     let points = points.get(..len).ok_or_else(|| short(&bases, len))?;
-                    let sum = msm::msm_g1(points, scalar_values);
-                    match slot {
-                        MsmSlot::H => slots.h = Some(sum),
-                        MsmSlot::L => slots.l = Some(sum),
-                        MsmSlot::A => slots.a = Some(sum),
-                        MsmSlot::BG1 => slots.b_g1 = Some(sum),
-                        MsmSlot::BG2 => return Err(not_holding(&bases, "G2 points")),
-                    }
+                    slots.set_g1(slot, msm::msm_g1(points, scalar_values))?;
                 }
                 (Group::G2, Contents::G2(points)) if slot == MsmSlot::BG2 => {
                     let points = points.get(..len).ok_or_else(|| short(&bases, len))?;
-                    slots.b_g2 = Some(msm::msm_g2(points, scalar_values));
+                    slots.set_b_g2(msm::msm_g2(points, scalar_values));
                 }
                 _ => return Err(not_holding(&bases, "points of the requested group")),
             }
@@ -296,7 +279,7 @@ impl DeviceStream for CpuStream {
 
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {
         let results = results.clone();
-        let landed: Arc<Mutex<Option<ResultSlots>>> = Arc::default();
+        let landed: Arc<Mutex<Option<MsmResultSlots>>> = Arc::default();
         let landing = landed.clone();
         let device = self.queue.device();
         self.enqueue_work(tag, move || {
@@ -309,14 +292,7 @@ impl DeviceStream for CpuStream {
         })?;
         Ok(PendingResults::new(move || {
             let slots = landed.lock().take().ok_or_else(|| missing(device, "the results were not copied"))?;
-            let need = |p: Option<G1Projective>, what: &str| p.ok_or_else(|| missing(device, what));
-            Ok(MsmResults {
-                h: need(slots.h, "the h MSM did not run")?,
-                l: need(slots.l, "the l MSM did not run")?,
-                a: need(slots.a, "the a MSM did not run")?,
-                b_g1: need(slots.b_g1, "the b_g1 MSM did not run")?,
-                b_g2: slots.b_g2.ok_or_else(|| missing(device, "the b_g2 MSM did not run"))?,
-            })
+            slots.complete(device)
         }))
     }
 }

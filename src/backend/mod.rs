@@ -21,7 +21,7 @@ use std::sync::Arc;
 use blstrs::{G1Affine, G2Affine, Scalar};
 
 pub use event::StageEvent;
-pub use work::{FailureSlot, MsmSlot, PendingResults, WorkTag, MSM_RESULTS_BYTES};
+pub use work::{FailureSlot, MsmResultSlots, MsmSlot, PendingResults, WorkTag, MSM_RESULTS_BYTES};
 
 use crate::error::Result;
 use crate::timeline::TimelineRecorder;

@@ -5,6 +5,8 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
+use blstrs::{G1Projective, G2Projective};
+
 use crate::groth16::MsmResults;
 use crate::stage::Stage;
 
@@ -76,6 +78,50 @@ impl WorkTag {
     /// Records a failure of this work, wrapped with its stage and partition.
     pub fn fail(&self, err: Error) {
         self.failure.fail(err.in_stage(self.partition, self.stage));
+    }
+}
+
+/// The five MSM results of a partition as they are filled in, one slot at a time.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MsmResultSlots {
+    h: Option<G1Projective>,
+    l: Option<G1Projective>,
+    a: Option<G1Projective>,
+    b_g1: Option<G1Projective>,
+    b_g2: Option<G2Projective>,
+}
+
+impl MsmResultSlots {
+    /// Stores a G1 result; `MsmSlot::BG2` takes a G2 point and is refused here.
+    pub fn set_g1(&mut self, slot: MsmSlot, sum: G1Projective) -> Result<()> {
+        match slot {
+            MsmSlot::H => self.h = Some(sum),
+            MsmSlot::L => self.l = Some(sum),
+            MsmSlot::A => self.a = Some(sum),
+            MsmSlot::BG1 => self.b_g1 = Some(sum),
+            MsmSlot::BG2 => return Err(Error::Synthesis("internal: a G1 result for the G2 slot".into())),
+        }
+        Ok(())
+    }
+
+    pub fn set_b_g2(&mut self, sum: G2Projective) {
+        self.b_g2 = Some(sum);
+    }
+
+    /// All five results, or an error naming the MSM that did not run.
+    pub fn complete(&self, device: usize) -> Result<MsmResults> {
+        let missing = |what: &str| Error::Device {
+            device,
+            operation: "copy results to host",
+            message: format!("the {what} MSM did not run"),
+        };
+        Ok(MsmResults {
+            h: self.h.ok_or_else(|| missing("h"))?,
+            l: self.l.ok_or_else(|| missing("l"))?,
+            a: self.a.ok_or_else(|| missing("a"))?,
+            b_g1: self.b_g1.ok_or_else(|| missing("b_g1"))?,
+            b_g2: self.b_g2.ok_or_else(|| missing("b_g2"))?,
+        })
     }
 }
 

@@ -11,18 +11,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{G1Affine, G2Affine, Scalar};
 use parking_lot::Mutex;
 
 use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, PinnedRange};
 use super::msm::{window_bits_for, MsmOptions};
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
-    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmSlot, PendingResults,
+    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots, MsmSlot, PendingResults,
     PinOutcome, StageEvent, WorkTag,
 };
 use crate::error::{Error, Result};
-use crate::groth16::MsmResults;
 use crate::timeline::TimelineRecorder;
 
 /// One GPU.
@@ -58,22 +57,13 @@ struct CudaMemory {
     bytes: u64,
     allocated: Arc<AtomicU64>,
     /// MSM results land on the host (see the module doc); a results buffer keeps them here.
-    results: Mutex<ResultSlots>,
+    results: Mutex<MsmResultSlots>,
 }
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
         self.allocated.fetch_sub(self.bytes, Ordering::SeqCst);
     }
-}
-
-#[derive(Default, Clone, Copy)]
-struct ResultSlots {
-    h: Option<G1Projective>,
-    l: Option<G1Projective>,
-    a: Option<G1Projective>,
-    b_g1: Option<G1Projective>,
-    b_g2: Option<G2Projective>,
 }
 
 fn memory_of(buffer: &DeviceBuffer) -> Result<&CudaMemory> {
@@ -123,7 +113,7 @@ impl Device for CudaDevice {
             buffer: Mutex::new(Some(buffer)),
             bytes,
             allocated: self.allocated.clone(),
-            results: Mutex::new(ResultSlots::default()),
+            results: Mutex::new(MsmResultSlots::default()),
         };
         Ok(DeviceBuffer::new(self.ordinal, bytes, Arc::new(memory)))
     }
@@ -293,19 +283,12 @@ impl DeviceStream for CudaStream {
             with_buffer::<Scalar, _>(&scalars, |scalars| match (group, slot) {
                 (Group::G2, MsmSlot::BG2) => {
                     let sum = with_buffer::<G2Affine, _>(&bases, |bases| stream.msm_g2(bases, scalars, len, opts))?;
-                    out.results.lock().b_g2 = Some(sum);
+                    out.results.lock().set_b_g2(sum);
                     Ok(())
                 }
                 (Group::G1, slot) if slot != MsmSlot::BG2 => {
                     let sum = with_buffer::<G1Affine, _>(&bases, |bases| stream.msm_g1(bases, scalars, len, opts))?;
-                    let mut slots = out.results.lock();
-                    match slot {
-                        MsmSlot::H => slots.h = Some(sum),
-                        MsmSlot::L => slots.l = Some(sum),
-                        MsmSlot::A => slots.a = Some(sum),
-                        _ => slots.b_g1 = Some(sum),
-                    }
-                    Ok(())
+                    out.results.lock().set_g1(slot, sum)
                 }
                 _ => Err(Error::Device {
                     device: stream.gpu().ordinal(),
@@ -318,7 +301,7 @@ impl DeviceStream for CudaStream {
 
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {
         let results = results.clone();
-        let landed: Arc<Mutex<Option<ResultSlots>>> = Arc::default();
+        let landed: Arc<Mutex<Option<MsmResultSlots>>> = Arc::default();
         let landing = landed.clone();
         let device = self.queue.device();
         self.enqueue(tag, move |_| {
@@ -326,15 +309,12 @@ impl DeviceStream for CudaStream {
             Ok(())
         })?;
         Ok(PendingResults::new(move || {
-            let missing = |what: &str| Error::Device { device, operation: "copy results to host", message: what.into() };
-            let slots = landed.lock().take().ok_or_else(|| missing("the results were not copied"))?;
-            Ok(MsmResults {
-                h: slots.h.ok_or_else(|| missing("the h MSM did not run"))?,
-                l: slots.l.ok_or_else(|| missing("the l MSM did not run"))?,
-                a: slots.a.ok_or_else(|| missing("the a MSM did not run"))?,
-                b_g1: slots.b_g1.ok_or_else(|| missing("the b_g1 MSM did not run"))?,
-                b_g2: slots.b_g2.ok_or_else(|| missing("the b_g2 MSM did not run"))?,
-            })
+            let slots = landed.lock().take().ok_or_else(|| Error::Device {
+                device,
+                operation: "copy results to host",
+                message: "the results were not copied".into(),
+            })?;
+            slots.complete(device)
         }))
     }
 }
