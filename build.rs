@@ -59,9 +59,11 @@ fn find_nvcc() -> Option<PathBuf> {
     if let Some(p) = env::var_os("NVCC") {
         return Some(PathBuf::from(p));
     }
-    let venv = fs::read_dir(".cuda/lib").into_iter().flatten().flatten().map(|e| {
-        e.path().join("site-packages/nvidia/cu13/bin/nvcc")
-    });
+    let venv = fs::read_dir(".cuda/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("site-packages/nvidia/cu13/bin/nvcc"));
     let path = env::var_os("PATH").map(|p| env::split_paths(&p).map(|d| d.join("nvcc")).collect::<Vec<_>>());
     venv.chain(path.unwrap_or_default()).chain([PathBuf::from("/usr/local/cuda/bin/nvcc")]).find(|p| p.is_file())
 }

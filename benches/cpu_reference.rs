@@ -17,13 +17,7 @@ use snarkpipe::Scalar;
 const LOG_SIZES: [u32; 4] = [10, 12, 14, 16];
 
 fn spec(log_n: u32) -> SyntheticSpec {
-    SyntheticSpec {
-        log_n,
-        profile: WitnessProfile::Random,
-        keys: KeyKind::Random,
-        seed: 7,
-        ..SyntheticSpec::default()
-    }
+    SyntheticSpec { log_n, profile: WitnessProfile::Random, keys: KeyKind::Random, seed: 7, ..SyntheticSpec::default() }
 }
 
 fn random_scalars(n: usize) -> Vec<Scalar> {
@@ -33,10 +27,7 @@ fn random_scalars(n: usize) -> Vec<Scalar> {
 
 fn bench_ntt(c: &mut Criterion) {
     let mut group = c.benchmark_group("ntt");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
     for log_n in LOG_SIZES {
         let domain = Domain::from_log_n(log_n).expect("valid domain");
         let values = random_scalars(domain.size());
@@ -50,10 +41,7 @@ fn bench_ntt(c: &mut Criterion) {
 
 fn bench_quotient(c: &mut Criterion) {
     let mut group = c.benchmark_group("quotient_h");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
     for log_n in LOG_SIZES {
         let witness = spec(log_n).witness(0).expect("synthetic witness");
         group.throughput(Throughput::Elements(1 << log_n));
@@ -70,40 +58,29 @@ fn bench_quotient(c: &mut Criterion) {
 
 fn bench_msm(c: &mut Criterion) {
     let mut g1 = c.benchmark_group("msm_g1");
-    g1.sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
+    g1.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
     for log_n in LOG_SIZES {
         let key = spec(log_n).proving_key().expect("random key");
         let scalars = random_scalars(key.h.len());
         g1.throughput(Throughput::Elements(key.h.len() as u64));
-        g1.bench_function(BenchmarkId::from_parameter(log_n), |b| {
-            b.iter(|| msm_g1(&key.h, &scalars))
-        });
+        g1.bench_function(BenchmarkId::from_parameter(log_n), |b| b.iter(|| msm_g1(&key.h, &scalars)));
     }
     g1.finish();
 
     let mut g2 = c.benchmark_group("msm_g2");
-    g2.sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
+    g2.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
     for log_n in LOG_SIZES {
         let key = spec(log_n).proving_key().expect("random key");
         let scalars = random_scalars(key.b_g2.len());
         g2.throughput(Throughput::Elements(key.b_g2.len() as u64));
-        g2.bench_function(BenchmarkId::from_parameter(log_n), |b| {
-            b.iter(|| msm_g2(&key.b_g2, &scalars))
-        });
+        g2.bench_function(BenchmarkId::from_parameter(log_n), |b| b.iter(|| msm_g2(&key.b_g2, &scalars)));
     }
     g2.finish();
 }
 
 fn bench_proof(c: &mut Criterion) {
     let mut group = c.benchmark_group("proof");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(5));
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(5));
     for log_n in LOG_SIZES {
         let spec = spec(log_n);
         let key = spec.proving_key().expect("random key");
@@ -117,11 +94,5 @@ fn bench_proof(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(
-    cpu_reference,
-    bench_ntt,
-    bench_quotient,
-    bench_msm,
-    bench_proof
-);
+criterion_group!(cpu_reference, bench_ntt, bench_quotient, bench_msm, bench_proof);
 criterion_main!(cpu_reference);

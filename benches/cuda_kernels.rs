@@ -59,11 +59,15 @@ where
 
 fn time_ms(runs: usize, mut f: impl FnMut()) -> f64 {
     f(); // warm-up
-    median((0..runs).map(|_| {
-        let t = Instant::now();
-        f();
-        t.elapsed().as_secs_f64() * 1e3
-    }).collect())
+    median(
+        (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    )
 }
 
 fn ntt_ms(s: &GpuStream, log_n: u32) -> f64 {
@@ -73,12 +77,16 @@ fn ntt_ms(s: &GpuStream, log_n: u32) -> f64 {
     drop(v);
     s.ntt_forward(&mut buf, log_n).unwrap();
     s.synchronize().unwrap();
-    median((0..5).map(|_| {
-        let a = s.record().unwrap();
-        s.ntt_forward(&mut buf, log_n).unwrap();
-        let b = s.record().unwrap();
-        s.elapsed_ms(&a, &b).unwrap() as f64
-    }).collect())
+    median(
+        (0..5)
+            .map(|_| {
+                let a = s.record().unwrap();
+                s.ntt_forward(&mut buf, log_n).unwrap();
+                let b = s.record().unwrap();
+                s.elapsed_ms(&a, &b).unwrap() as f64
+            })
+            .collect(),
+    )
 }
 
 fn main() {
@@ -104,7 +112,14 @@ fn main() {
     row("Fr mul rate".into(), format!("{:.1} G/s", fr_rate / 1e9), "–".into(), "–".into());
     row("Fp mul rate".into(), format!("{:.1} G/s", fp_rate / 1e9), "29 G/s (peak estimate)".into(), "–".into());
 
-    let sppark_ntt = |l: u32| match l { 20 => "0.28 ms", 22 => "1.12 ms", 24 => "4.73 ms", 26 => "23.8 ms", 27 => "44.4 ms", _ => "–" };
+    let sppark_ntt = |l: u32| match l {
+        20 => "0.28 ms",
+        22 => "1.12 ms",
+        24 => "4.73 ms",
+        26 => "23.8 ms",
+        27 => "44.4 ms",
+        _ => "–",
+    };
     for log_n in 20..=27u32 {
         let ms = ntt_ms(&s, log_n);
         // floor: log n passes? no: compute floor = (n/2)·log n Fr muls at the measured rate;
@@ -112,11 +127,22 @@ fn main() {
         let n = (1u64 << log_n) as f64;
         let compute = n / 2.0 * log_n as f64 / fr_rate * 1e3;
         let memory = 4.0 * 2.0 * 32.0 * n / dtod * 1e3;
-        row(format!("NTT 2^{log_n}"), format!("{ms:.2} ms"), format!("{:.2} ms", compute.max(memory)), sppark_ntt(log_n).into());
+        row(
+            format!("NTT 2^{log_n}"),
+            format!("{ms:.2} ms"),
+            format!("{:.2} ms", compute.max(memory)),
+            sppark_ntt(log_n).into(),
+        );
     }
     ctx.clear_caches();
 
-    let sppark_msm = |l: u32| match l { 20 => "22.4 ms", 22 => "55.1 ms", 24 => "162 ms", 26 => "567 ms", _ => "–" };
+    let sppark_msm = |l: u32| match l {
+        20 => "22.4 ms",
+        22 => "55.1 ms",
+        24 => "162 ms",
+        26 => "567 ms",
+        _ => "–",
+    };
     let g1_all = points::<G1Projective>(1 << max_g1);
     let g1_bases = s.upload(&g1_all).unwrap();
     let mut cpu_note = String::new();
@@ -133,11 +159,17 @@ fn main() {
             let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
             let floor = adds * 11.0 / fp_rate * 1e3;
             let profile = if bits { "bits" } else { "random" };
-            row(format!("G1 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), if bits { "–" } else { sppark_msm(log_n) }.into());
+            row(
+                format!("G1 MSM 2^{log_n} {profile}"),
+                format!("{ms:.1} ms"),
+                format!("{floor:.1} ms"),
+                if bits { "–" } else { sppark_msm(log_n) }.into(),
+            );
             if log_n == 20 && !bits {
                 let t = Instant::now();
                 let cpu = G1Projective::multi_exp(&g1_all[..n].iter().map(G1Projective::from).collect::<Vec<_>>(), &sc);
-                cpu_note = format!("CPU (blstrs multi_exp, this machine) G1 2^20: {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+                cpu_note =
+                    format!("CPU (blstrs multi_exp, this machine) G1 2^20: {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
                 let _: G1Affine = cpu.to_affine();
             }
         }
@@ -164,7 +196,11 @@ fn main() {
     }
     let _: Vec<G2Affine> = Vec::new();
 
-    let mut table = format!("GPU: {} (kernels from {:?})\n\n| what | figure | floor | sppark (H200) |\n| --- | --- | --- | --- |\n", ctx.name(), ctx.kernel_source());
+    let mut table = format!(
+        "GPU: {} (kernels from {:?})\n\n| what | figure | floor | sppark (H200) |\n| --- | --- | --- | --- |\n",
+        ctx.name(),
+        ctx.kernel_source()
+    );
     table += &rows.join("\n");
     table += &format!("\n\n{cpu_note}\n");
     println!("\n{table}");

@@ -154,13 +154,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     if args.partitions == 0 {
         return Err(Error::EmptyRequest);
     }
-    let spec = SyntheticSpec {
-        log_n: args.log_n,
-        num_inputs: 8,
-        profile: args.witness,
-        keys: args.keys,
-        seed: args.seed,
-    };
+    let spec =
+        SyntheticSpec { log_n: args.log_n, num_inputs: 8, profile: args.witness, keys: args.keys, seed: args.seed };
     tracing::info!(log_n = args.log_n, "generating the proving key");
     let key = spec.proving_key()?;
     tracing::info!(partitions = args.partitions, "generating witnesses");
@@ -358,7 +353,11 @@ pub fn steady_state(timeline: &crate::timeline::Timeline) -> SteadyState {
         rate += partitions as f64 / window;
         steady.devices.insert(
             format!("gpu{device}"),
-            SteadyDevice { partitions, seconds_per_partition: window / partitions as f64, busy_fraction: busy / window },
+            SteadyDevice {
+                partitions,
+                seconds_per_partition: window / partitions as f64,
+                busy_fraction: busy / window,
+            },
         );
     }
     steady.seconds_per_partition = if rate > 0.0 { 1.0 / rate } else { 0.0 };
@@ -371,10 +370,7 @@ pub fn describe(report: &BenchReport) -> String {
         "snarkpipe bench: {} partitions of 2^{} ({:?} witness, {:?} keys) on {} {:?} device(s), {} workers\n",
         report.partitions, report.log_n, report.witness, report.keys, report.devices, report.backend, report.workers
     );
-    out += &format!(
-        "  {:.3} s total, {:.3} s per partition\n",
-        report.seconds_total, report.seconds_per_partition
-    );
+    out += &format!("  {:.3} s total, {:.3} s per partition\n", report.seconds_total, report.seconds_per_partition);
     out += &format!(
         "  steady state (from the first NTT): {:.3} s per partition\n",
         report.steady_state.seconds_per_partition
@@ -426,12 +422,33 @@ mod tests {
         let at = |ms: u64| recorder.origin() + Duration::from_millis(ms);
         let stream = |device| Track::Stream { device, name: "compute0".into() };
         // A long warm-up (pinning) before either device computes.
-        recorder.record(Track::Actor { name: "pin".into(), device: Some(0), worker: None }, Stage::Pin, 0, at(0), at(5000), BTreeMap::new());
+        recorder.record(
+            Track::Actor { name: "pin".into(), device: Some(0), worker: None },
+            Stage::Pin,
+            0,
+            at(0),
+            at(5000),
+            BTreeMap::new(),
+        );
         for device in 0..2 {
             for p in 0..2u64 {
                 let start = 5000 + p * 1000;
-                recorder.record(stream(device), Stage::Ntt, (device * 2) as usize + p as usize, at(start), at(start + 200), BTreeMap::new());
-                recorder.record(stream(device), Stage::Msm, (device * 2) as usize + p as usize, at(start + 200), at(start + 1000), BTreeMap::new());
+                recorder.record(
+                    stream(device),
+                    Stage::Ntt,
+                    (device * 2) + p as usize,
+                    at(start),
+                    at(start + 200),
+                    BTreeMap::new(),
+                );
+                recorder.record(
+                    stream(device),
+                    Stage::Msm,
+                    (device * 2) + p as usize,
+                    at(start + 200),
+                    at(start + 1000),
+                    BTreeMap::new(),
+                );
             }
         }
         let steady = steady_state(&recorder.snapshot());

@@ -61,11 +61,7 @@ where
     P: ParameterSource<Bls12>,
 {
     if r.len() != circuits.len() || s.len() != circuits.len() {
-        return Err(Error::RandomnessLength {
-            circuits: circuits.len(),
-            r: r.len(),
-            s: s.len(),
-        });
+        return Err(Error::RandomnessLength { circuits: circuits.len(), r: r.len(), s: s.len() });
     }
     if circuits.is_empty() {
         return Err(Error::EmptyRequest);
@@ -85,22 +81,14 @@ where
 
 /// [`create_proof_batch`] with r's and s's drawn from `rng` (all r's first, then all s's, as
 /// bellperson does, so the same rng state gives the same proofs).
-pub fn create_random_proof_batch<C, R, P>(
-    circuits: Vec<C>,
-    params: P,
-    rng: &mut R,
-) -> Result<Vec<Proof<Bls12>>>
+pub fn create_random_proof_batch<C, R, P>(circuits: Vec<C>, params: P, rng: &mut R) -> Result<Vec<Proof<Bls12>>>
 where
     C: Circuit<Scalar> + Send,
     R: RngCore,
     P: ParameterSource<Bls12>,
 {
-    let r = (0..circuits.len())
-        .map(|_| Scalar::random(&mut *rng))
-        .collect();
-    let s = (0..circuits.len())
-        .map(|_| Scalar::random(&mut *rng))
-        .collect();
+    let r = (0..circuits.len()).map(|_| Scalar::random(&mut *rng)).collect();
+    let s = (0..circuits.len()).map(|_| Scalar::random(&mut *rng)).collect();
     create_proof_batch(circuits, params, r, s)
 }
 
@@ -113,11 +101,7 @@ fn prove_witnesses(
     s: Vec<Scalar>,
 ) -> Result<Vec<Proof<Bls12>>> {
     if r.len() != witnesses.len() || s.len() != witnesses.len() {
-        return Err(Error::RandomnessLength {
-            circuits: witnesses.len(),
-            r: r.len(),
-            s: s.len(),
-        });
+        return Err(Error::RandomnessLength { circuits: witnesses.len(), r: r.len(), s: s.len() });
     }
     let request = ProofRequest {
         key,
@@ -141,10 +125,7 @@ pub fn default_prover() -> Result<&'static Prover> {
                 Ok("cuda") => BackendKind::Cuda,
                 _ => BackendKind::Auto,
             };
-            Prover::new(ProverConfig {
-                backend,
-                ..ProverConfig::default()
-            })
+            Prover::new(ProverConfig { backend, ..ProverConfig::default() })
         })
         .as_ref()
         .map_err(Clone::clone)

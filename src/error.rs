@@ -8,7 +8,9 @@ use crate::stage::Stage;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The parameters were made for a different circuit shape.
-    #[error("parameters do not match the circuit: {what}: the parameters have {in_params}, the circuit needs {in_circuit}")]
+    #[error(
+        "parameters do not match the circuit: {what}: the parameters have {in_params}, the circuit needs {in_circuit}"
+    )]
     ParamsMismatch { what: &'static str, in_params: usize, in_circuit: usize },
 
     /// A `.params` file could not be read or is malformed.

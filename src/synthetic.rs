@@ -160,45 +160,29 @@ impl SyntheticSpec {
             .collect();
 
         let total = layout.constraints + values.inputs.len();
-        let (mut a, mut b, mut c) = (
-            vec![Scalar::ZERO; total],
-            vec![Scalar::ZERO; total],
-            vec![Scalar::ZERO; total],
-        );
-        a.par_iter_mut()
-            .zip(b.par_iter_mut())
-            .zip(c.par_iter_mut())
-            .enumerate()
-            .for_each(|(j, ((a, b), c))| {
-                if j >= layout.constraints {
-                    // bellperson's `input * 0 = 0`.
-                    *a = values.inputs[j - layout.constraints];
-                    return;
-                }
-                let pair = j / 2;
-                let (w_l, w_r, p) = (aux[3 * pair], aux[3 * pair + 1], aux[3 * pair + 2]);
-                if j % 2 == 0 {
-                    *a = w_l;
-                    *b = layout
-                        .b_input_of(pair)
-                        .map_or(w_r, |k| w_r + values.inputs[k]);
-                    *c = p;
-                } else {
-                    *a = p + w_l;
-                    *b = Scalar::ONE;
-                    *c = p + w_l;
-                }
-            });
+        let (mut a, mut b, mut c) = (vec![Scalar::ZERO; total], vec![Scalar::ZERO; total], vec![Scalar::ZERO; total]);
+        a.par_iter_mut().zip(b.par_iter_mut()).zip(c.par_iter_mut()).enumerate().for_each(|(j, ((a, b), c))| {
+            if j >= layout.constraints {
+                // bellperson's `input * 0 = 0`.
+                *a = values.inputs[j - layout.constraints];
+                return;
+            }
+            let pair = j / 2;
+            let (w_l, w_r, p) = (aux[3 * pair], aux[3 * pair + 1], aux[3 * pair + 2]);
+            if j % 2 == 0 {
+                *a = w_l;
+                *b = layout.b_input_of(pair).map_or(w_r, |k| w_r + values.inputs[k]);
+                *c = p;
+            } else {
+                *a = p + w_l;
+                *b = Scalar::ONE;
+                *c = p + w_l;
+            }
+        });
 
-        let a_aux_bits = (0..layout.pairs)
-            .flat_map(|i| [true, false, layout.has_sum(i)])
-            .collect();
-        let b_aux_bits = (0..layout.pairs)
-            .flat_map(|_| [false, true, false])
-            .collect();
-        let b_input_bits = (0..values.inputs.len())
-            .map(|k| layout.input_in_b(k))
-            .collect();
+        let a_aux_bits = (0..layout.pairs).flat_map(|i| [true, false, layout.has_sum(i)]).collect();
+        let b_aux_bits = (0..layout.pairs).flat_map(|_| [false, true, false]).collect();
+        let b_input_bits = (0..values.inputs.len()).map(|k| layout.input_in_b(k)).collect();
         Ok(Witness {
             a,
             b,
@@ -219,9 +203,7 @@ impl SyntheticSpec {
             num_inputs: layout.num_inputs + 1,
             num_aux: 3 * layout.pairs,
             a_aux_total: layout.pairs + layout.constraints / 2,
-            b_input_total: (0..=layout.num_inputs)
-                .filter(|&k| layout.input_in_b(k))
-                .count(),
+            b_input_total: (0..=layout.num_inputs).filter(|&k| layout.input_in_b(k)).count(),
             b_aux_total: layout.pairs,
         })
     }
@@ -252,11 +234,7 @@ impl SyntheticSpec {
                 self.log_n, self.num_inputs
             ))
         })?;
-        Ok(Layout {
-            constraints,
-            pairs: constraints.div_ceil(2),
-            num_inputs: self.num_inputs,
-        })
+        Ok(Layout { constraints, pairs: constraints.div_ceil(2), num_inputs: self.num_inputs })
     }
 
     /// An RNG for one stream of one partition; streams are independent of each other.
@@ -277,9 +255,7 @@ impl SyntheticSpec {
                 let mut rng = self.rng(index, 1 + chunk as u64);
                 let len = PAIRS_PER_CHUNK.min(layout.pairs - chunk * PAIRS_PER_CHUNK);
                 let profile = self.profile;
-                (0..len)
-                    .map(|_| (draw(profile, &mut rng), draw(profile, &mut rng)))
-                    .collect::<Vec<_>>()
+                (0..len).map(|_| (draw(profile, &mut rng), draw(profile, &mut rng))).collect::<Vec<_>>()
             })
             .collect();
         Values { inputs, free }
@@ -294,13 +270,7 @@ impl SyntheticSpec {
                 break x;
             }
         };
-        let waste = ToxicWaste {
-            alpha: secret(),
-            beta: secret(),
-            gamma: secret(),
-            delta: secret(),
-            tau: secret(),
-        };
+        let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
         let params = setup(self.circuit(0), &waste)?;
         Ok(ProvingKey::from_parameters(&params))
     }
@@ -327,9 +297,7 @@ impl SyntheticSpec {
             vk,
             h: Arc::new(self.random_points::<G1Projective>(2, domain.size() - 1)),
             l: Arc::new(self.random_points::<G1Projective>(3, shape.num_aux)),
-            a: Arc::new(
-                self.random_points::<G1Projective>(4, shape.num_inputs + shape.a_aux_total),
-            ),
+            a: Arc::new(self.random_points::<G1Projective>(4, shape.num_inputs + shape.a_aux_total)),
             b_g1: Arc::new(self.random_points::<G1Projective>(5, b_total)),
             b_g2: Arc::new(self.random_points::<G2Projective>(6, b_total)),
         }))
@@ -343,21 +311,18 @@ impl SyntheticSpec {
         G::Affine: Send + Sync,
     {
         let mut points = vec![G::Affine::identity(); count];
-        points
-            .par_chunks_mut(POINTS_PER_CHUNK)
-            .enumerate()
-            .for_each(|(chunk, out)| {
-                let mut rng = self.rng(usize::MAX - tag as usize, chunk as u64);
-                let steps: [G; 4] = std::array::from_fn(|_| G::random(&mut rng));
-                let mut sum = G::random(&mut rng);
-                let projective: Vec<G> = (0..out.len())
-                    .map(|k| {
-                        sum += steps[k % steps.len()];
-                        sum
-                    })
-                    .collect();
-                G::batch_normalize(&projective, out);
-            });
+        points.par_chunks_mut(POINTS_PER_CHUNK).enumerate().for_each(|(chunk, out)| {
+            let mut rng = self.rng(usize::MAX - tag as usize, chunk as u64);
+            let steps: [G; 4] = std::array::from_fn(|_| G::random(&mut rng));
+            let mut sum = G::random(&mut rng);
+            let projective: Vec<G> = (0..out.len())
+                .map(|k| {
+                    sum += steps[k % steps.len()];
+                    sum
+                })
+                .collect();
+            G::batch_normalize(&projective, out);
+        });
         points
     }
 }
@@ -382,10 +347,7 @@ fn splitmix64(x: u64) -> u64 {
 impl Circuit<Scalar> for SyntheticCircuit {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
         // An impossible spec (no room for a constraint) has no satisfying circuit.
-        let layout = self
-            .spec
-            .layout()
-            .map_err(|_| SynthesisError::Unsatisfiable)?;
+        let layout = self.spec.layout().map_err(|_| SynthesisError::Unsatisfiable)?;
         let values = self.spec.values(&layout, self.index);
         let mut inputs: Vec<Variable> = vec![CS::one()];
         for (k, value) in values.inputs.iter().enumerate().skip(1) {
@@ -406,12 +368,7 @@ impl Circuit<Scalar> for SyntheticCircuit {
                 |lc| lc + p,
             );
             if layout.has_sum(i) {
-                cs.enforce(
-                    || format!("sum {i}"),
-                    |lc| lc + p + w_l,
-                    |lc| lc + CS::one(),
-                    |lc| lc + p + w_l,
-                );
+                cs.enforce(|| format!("sum {i}"), |lc| lc + p + w_l, |lc| lc + CS::one(), |lc| lc + p + w_l);
             }
         }
         Ok(())

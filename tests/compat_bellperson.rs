@@ -4,8 +4,8 @@
 //! Witness values are fresh every run; the seed is printed so a failure can be replayed.
 
 use bellperson::groth16::{
-    create_proof_batch, generate_random_parameters, prepare_verifying_key, verify_proof,
-    MappedParameters, Parameters, Proof,
+    create_proof_batch, generate_random_parameters, prepare_verifying_key, verify_proof, MappedParameters, Parameters,
+    Proof,
 };
 use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
 use blstrs::{Bls12, Scalar};
@@ -50,21 +50,10 @@ impl Circuit<Scalar> for PublicOnly {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
         let x = cs.alloc_input(|| "x", || self.x.ok_or_else(missing))?;
         let y = cs.alloc_input(|| "y", || self.y.ok_or_else(missing))?;
-        let z = cs.alloc_input(
-            || "z",
-            || self.x.zip(self.y).map(|(x, y)| x * y).ok_or_else(missing),
-        )?;
-        let w = cs.alloc_input(
-            || "w",
-            || self.x.zip(self.y).map(|(x, y)| x + y).ok_or_else(missing),
-        )?;
+        let z = cs.alloc_input(|| "z", || self.x.zip(self.y).map(|(x, y)| x * y).ok_or_else(missing))?;
+        let w = cs.alloc_input(|| "w", || self.x.zip(self.y).map(|(x, y)| x + y).ok_or_else(missing))?;
         cs.enforce(|| "x*y=z", |lc| lc + x, |lc| lc + y, |lc| lc + z);
-        cs.enforce(
-            || "x+y=w",
-            |lc| lc + x + y,
-            |lc| lc + CS::one(),
-            |lc| lc + w,
-        );
+        cs.enforce(|| "x+y=w", |lc| lc + x + y, |lc| lc + CS::one(), |lc| lc + w);
         Ok(())
     }
 }
@@ -79,9 +68,7 @@ struct Bits {
 
 impl Bits {
     fn packed(&self) -> Scalar {
-        self.bits.iter().rev().fold(Scalar::ZERO, |acc, bit| {
-            acc.double() + Scalar::from(bit.unwrap() as u64)
-        })
+        self.bits.iter().rev().fold(Scalar::ZERO, |acc, bit| acc.double() + Scalar::from(bit.unwrap() as u64))
     }
 }
 
@@ -93,10 +80,7 @@ impl Circuit<Scalar> for Bits {
         let mut coeff = Scalar::ONE;
         for (i, bit) in self.bits.iter().enumerate() {
             let mut ns = cs.namespace(|| format!("bit {i}"));
-            let b = ns.alloc(
-                || "b",
-                || bit.map(|b| Scalar::from(b as u64)).ok_or_else(missing),
-            )?;
+            let b = ns.alloc(|| "b", || bit.map(|b| Scalar::from(b as u64)).ok_or_else(missing))?;
             ns.enforce(|| "boolean", |lc| lc + b, |lc| lc + CS::one() - b, |lc| lc);
             sum = sum + (coeff, b);
             coeff = coeff.double();
@@ -127,12 +111,7 @@ impl Circuit<Scalar> for NeverInB {
             let x = cs.alloc(|| format!("x {i}"), || x_value.ok_or_else(missing))?;
             let y_value = x_value.zip(self.input).map(|(x, input)| three * x + input);
             let y = cs.alloc(|| format!("y {i}"), || y_value.ok_or_else(missing))?;
-            cs.enforce(
-                || format!("y {i}"),
-                |lc| lc + (three, x) + input,
-                |lc| lc + CS::one(),
-                |lc| lc + y,
-            );
+            cs.enforce(|| format!("y {i}"), |lc| lc + (three, x) + input, |lc| lc + CS::one(), |lc| lc + y);
         }
         Ok(())
     }
@@ -151,9 +130,7 @@ impl Chain {
     fn random(rng: &mut ChaCha8Rng, inputs: usize, constraints: usize) -> Chain {
         Chain {
             start: Some(Scalar::random(&mut *rng)),
-            inputs: (0..inputs)
-                .map(|_| Some(Scalar::random(&mut *rng)))
-                .collect(),
+            inputs: (0..inputs).map(|_| Some(Scalar::random(&mut *rng))).collect(),
             constraints,
         }
     }
@@ -167,10 +144,7 @@ impl Circuit<Scalar> for Chain {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
         let mut inputs: Vec<(Variable, Option<Scalar>)> = vec![(CS::one(), Some(Scalar::ONE))];
         for (k, value) in self.inputs.iter().enumerate() {
-            inputs.push((
-                cs.alloc_input(|| format!("input {k}"), || value.ok_or_else(missing))?,
-                *value,
-            ));
+            inputs.push((cs.alloc_input(|| format!("input {k}"), || value.ok_or_else(missing))?, *value));
         }
         let mut x_value = self.start;
         let mut x = cs.alloc(|| "x 0", || x_value.ok_or_else(missing))?;
@@ -178,12 +152,7 @@ impl Circuit<Scalar> for Chain {
             let (input, input_value) = inputs[j % inputs.len()];
             let next_value = x_value.zip(input_value).map(|(x, i)| x * (x + i));
             let next = cs.alloc(|| format!("x {}", j + 1), || next_value.ok_or_else(missing))?;
-            cs.enforce(
-                || format!("step {j}"),
-                |lc| lc + x,
-                |lc| lc + x + input,
-                |lc| lc + next,
-            );
+            cs.enforce(|| format!("step {j}"), |lc| lc + x, |lc| lc + x + input, |lc| lc + next);
             (x, x_value) = (next, next_value);
         }
         Ok(())
@@ -200,36 +169,22 @@ fn assert_matches_bellperson<C: Circuit<Scalar> + Clone + Send>(
 ) {
     let (r, s) = (Scalar::random(&mut *rng), Scalar::random(&mut *rng));
     let ours = compat::create_proof(circuit.clone(), params, r, s).expect("snarkpipe proves");
-    let theirs =
-        bellperson::groth16::create_proof(circuit, params, r, s).expect("bellperson proves");
-    assert_eq!(
-        bytes(&ours),
-        bytes(&theirs),
-        "proof bytes differ from bellperson's"
-    );
+    let theirs = bellperson::groth16::create_proof(circuit, params, r, s).expect("bellperson proves");
+    assert_eq!(bytes(&ours), bytes(&theirs), "proof bytes differ from bellperson's");
 
     let pvk = prepare_verifying_key(&params.vk);
-    assert!(
-        verify_proof(&pvk, &ours, public_inputs).unwrap(),
-        "proof does not verify"
-    );
+    assert!(verify_proof(&pvk, &ours, public_inputs).unwrap(), "proof does not verify");
     assert!(snarkpipe::groth16::verify(&pvk, &ours, public_inputs).unwrap());
 
     let mut changed = public_inputs.to_vec();
     changed[0] += Scalar::ONE;
-    assert!(
-        !verify_proof(&pvk, &ours, &changed).unwrap(),
-        "proof verifies with a changed public input"
-    );
+    assert!(!verify_proof(&pvk, &ours, &changed).unwrap(), "proof verifies with a changed public input");
 }
 
 #[test]
 fn public_inputs_only() {
     let mut rng = fresh_rng("public_inputs_only");
-    let circuit = PublicOnly {
-        x: Some(Scalar::random(&mut rng)),
-        y: Some(Scalar::random(&mut rng)),
-    };
+    let circuit = PublicOnly { x: Some(Scalar::random(&mut rng)), y: Some(Scalar::random(&mut rng)) };
     let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     assert!(params.l.is_empty(), "no aux variables");
     let inputs = circuit.public_inputs();
@@ -240,10 +195,7 @@ fn public_inputs_only() {
 fn bit_heavy_witness() {
     let mut rng = fresh_rng("bit_heavy_witness");
     // 250 bits fit below the field modulus, so the packing is exact.
-    let circuit = Bits {
-        bits: (0..250).map(|_| Some(rng.gen())).collect(),
-        flip: false,
-    };
+    let circuit = Bits { bits: (0..250).map(|_| Some(rng.gen())).collect(), flip: false };
     let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     let inputs = vec![circuit.packed()];
     assert_matches_bellperson(circuit, &params, &inputs, &mut rng);
@@ -253,16 +205,9 @@ fn bit_heavy_witness() {
 fn aux_variables_that_never_occur_in_b() {
     let mut rng = fresh_rng("aux_variables_that_never_occur_in_b");
     let input = Scalar::random(&mut rng);
-    let circuit = NeverInB {
-        input: Some(input),
-        xs: (0..40).map(|_| Some(Scalar::random(&mut rng))).collect(),
-    };
+    let circuit = NeverInB { input: Some(input), xs: (0..40).map(|_| Some(Scalar::random(&mut rng))).collect() };
     let witness = Witness::synthesize(circuit.clone(), SatisfactionCheck::On).unwrap();
-    assert_eq!(
-        witness.shape().b_aux_total,
-        0,
-        "no aux variable occurs in B"
-    );
+    assert_eq!(witness.shape().b_aux_total, 0, "no aux variable occurs in B");
     assert_eq!(witness.shape().a_aux_total, 40, "only the x's occur in A");
     let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     assert_matches_bellperson(circuit, &params, &[input], &mut rng);
@@ -279,14 +224,9 @@ fn sizes_on_both_sides_of_a_power_of_two() {
             let witness = Witness::synthesize(circuit.clone(), SatisfactionCheck::On).unwrap();
             assert_eq!(witness.shape().num_constraints, total);
             let expected_log_n = if total > 1 << k { k + 1 } else { k };
-            assert_eq!(
-                witness.domain().unwrap().log_n(),
-                expected_log_n,
-                "total {total}"
-            );
+            assert_eq!(witness.domain().unwrap().log_n(), expected_log_n, "total {total}");
 
-            let params =
-                generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+            let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
             assert_eq!(params.h.len(), (1 << expected_log_n) - 1);
             let public = circuit.public_inputs();
             assert_matches_bellperson(circuit, &params, &public, &mut rng);
@@ -315,32 +255,18 @@ fn batch_with_distinct_randomness() {
 
     // The random variants draw r's then s's like bellperson: equal seeds give equal proofs.
     let seed: u64 = rng.gen();
-    let ours = compat::create_random_proof_batch(
-        circuits.clone(),
-        &params,
-        &mut ChaCha8Rng::seed_from_u64(seed),
-    )
-    .unwrap();
-    let theirs = bellperson::groth16::create_random_proof_batch(
-        circuits.clone(),
-        &params,
-        &mut ChaCha8Rng::seed_from_u64(seed),
-    )
-    .unwrap();
+    let ours =
+        compat::create_random_proof_batch(circuits.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    let theirs =
+        bellperson::groth16::create_random_proof_batch(circuits.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed))
+            .unwrap();
     let ours: Vec<_> = ours.iter().map(bytes).collect();
     let theirs: Vec<_> = theirs.iter().map(bytes).collect();
     assert_eq!(ours, theirs);
 
     let one = circuits[0].clone();
-    let ours =
-        compat::create_random_proof(one.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed))
-            .unwrap();
-    let theirs = bellperson::groth16::create_random_proof(
-        one,
-        &params,
-        &mut ChaCha8Rng::seed_from_u64(seed),
-    )
-    .unwrap();
+    let ours = compat::create_random_proof(one.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    let theirs = bellperson::groth16::create_random_proof(one, &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
     assert_eq!(bytes(&ours), bytes(&theirs));
 }
 
@@ -350,11 +276,8 @@ fn memory_mapped_parameters() {
     let circuit = Chain::random(&mut rng, 2, 100);
     let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     let file = tempfile::NamedTempFile::new().unwrap();
-    params
-        .write(std::io::BufWriter::new(file.as_file()))
-        .unwrap();
-    let mapped: MappedParameters<Bls12> =
-        Parameters::build_mapped_parameters(file.path().to_path_buf(), true).unwrap();
+    params.write(std::io::BufWriter::new(file.as_file())).unwrap();
+    let mapped: MappedParameters<Bls12> = Parameters::build_mapped_parameters(file.path().to_path_buf(), true).unwrap();
 
     let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
     let ours = compat::create_proof(circuit.clone(), &mapped, r, s).unwrap();
@@ -375,21 +298,12 @@ fn parameters_of_another_circuit_are_refused() {
     let other = Chain::random(&mut rng, 2, 21);
     let params = generate_random_parameters::<Bls12, _, _>(other, &mut rng).unwrap();
     let result = compat::create_proof(small.clone(), &params, Scalar::ONE, Scalar::ONE);
-    assert!(
-        matches!(result, Err(Error::ParamsMismatch { .. })),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(Error::ParamsMismatch { .. })), "{result:?}");
 
     // Another number of public inputs: the verifying key's ic is the first mismatch.
-    let more_inputs =
-        generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 3, 20), &mut rng)
-            .unwrap();
+    let more_inputs = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 3, 20), &mut rng).unwrap();
     match compat::create_proof(small.clone(), &more_inputs, Scalar::ONE, Scalar::ONE) {
-        Err(Error::ParamsMismatch {
-            what,
-            in_params,
-            in_circuit,
-        }) => {
+        Err(Error::ParamsMismatch { what, in_params, in_circuit }) => {
             assert!(what.starts_with("vk.ic"), "{what}");
             assert_eq!((in_params, in_circuit), (4, 3));
         }
@@ -408,11 +322,7 @@ fn randomness_of_the_wrong_length_is_refused() {
     let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
     let one = vec![Scalar::ONE];
     let two = vec![Scalar::ONE; 2];
-    for (r, s) in [
-        (one.clone(), two.clone()),
-        (two.clone(), one.clone()),
-        (one.clone(), one.clone()),
-    ] {
+    for (r, s) in [(one.clone(), two.clone()), (two.clone(), one.clone()), (one.clone(), one.clone())] {
         let result = compat::create_proof_batch(circuits.clone(), &params, r.clone(), s.clone());
         assert!(
             matches!(result, Err(Error::RandomnessLength { circuits: 2, r: rl, s: sl }) if rl == r.len() && sl == s.len())
@@ -425,10 +335,7 @@ fn randomness_of_the_wrong_length_is_refused() {
 fn unsatisfied_witness_names_the_first_failing_constraint() {
     let mut rng = fresh_rng("unsatisfied_witness_names_the_first_failing_constraint");
     let bits: Vec<Option<bool>> = (0..30).map(|_| Some(rng.gen())).collect();
-    let broken = Bits {
-        bits: bits.clone(),
-        flip: true,
-    };
+    let broken = Bits { bits: bits.clone(), flip: true };
     match Witness::synthesize(broken, SatisfactionCheck::On) {
         // 30 boolean constraints come first, then the packing one.
         Err(Error::Unsatisfied { index, name }) => {
@@ -440,19 +347,9 @@ fn unsatisfied_witness_names_the_first_failing_constraint() {
     // A non-boolean "bit" fails its own, earlier constraint first.
     struct NotABit;
     impl Circuit<Scalar> for NotABit {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(
-            self,
-            cs: &mut CS,
-        ) -> Result<(), SynthesisError> {
-            let b = cs
-                .namespace(|| "bit 0")
-                .alloc(|| "b", || Ok(Scalar::from(2u64)))?;
-            cs.namespace(|| "bit 0").enforce(
-                || "boolean",
-                |lc| lc + b,
-                |lc| lc + CS::one() - b,
-                |lc| lc,
-            );
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let b = cs.namespace(|| "bit 0").alloc(|| "b", || Ok(Scalar::from(2u64)))?;
+            cs.namespace(|| "bit 0").enforce(|| "boolean", |lc| lc + b, |lc| lc + CS::one() - b, |lc| lc);
             cs.enforce(|| "later", |lc| lc, |lc| lc, |lc| lc + CS::one());
             Ok(())
         }
@@ -472,15 +369,9 @@ fn missing_assignment_is_an_error() {
     let mut rng = fresh_rng("missing_assignment_is_an_error");
     let complete = Chain::random(&mut rng, 1, 10);
     let params = generate_random_parameters::<Bls12, _, _>(complete.clone(), &mut rng).unwrap();
-    let incomplete = Chain {
-        start: None,
-        ..complete.clone()
-    };
+    let incomplete = Chain { start: None, ..complete.clone() };
     let result = compat::create_proof(incomplete, &params, Scalar::ONE, Scalar::ONE);
-    assert!(
-        matches!(result, Err(Error::MissingAssignment)),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(Error::MissingAssignment)), "{result:?}");
     assert!(compat::create_proof(complete, &params, Scalar::ONE, Scalar::ONE).is_ok());
 }
 
@@ -488,16 +379,12 @@ fn missing_assignment_is_an_error() {
 fn empty_circuit_is_an_error() {
     struct Empty;
     impl Circuit<Scalar> for Empty {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(
-            self,
-            _: &mut CS,
-        ) -> Result<(), SynthesisError> {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, _: &mut CS) -> Result<(), SynthesisError> {
             Ok(())
         }
     }
     let mut rng = fresh_rng("empty_circuit_is_an_error");
-    let params =
-        generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 0, 3), &mut rng).unwrap();
+    let params = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 0, 3), &mut rng).unwrap();
     let result = compat::create_proof(Empty, &params, Scalar::ONE, Scalar::ONE);
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{result:?}");
     let result = compat::create_proof_batch(Vec::<Chain>::new(), &params, vec![], vec![]);
@@ -513,22 +400,13 @@ fn subverted_delta_is_refused() {
     params.vk.delta_g1 = blstrs::G1Affine::identity();
     let result = compat::create_proof(circuit, &params, Scalar::ONE, Scalar::ONE);
     // The refusal comes from the assembly stage, which wraps it with the stage's context.
-    assert!(
-        matches!(
-            result.as_ref().map_err(Error::root_cause),
-            Err(Error::UnexpectedIdentity)
-        ),
-        "{result:?}"
-    );
+    assert!(matches!(result.as_ref().map_err(Error::root_cause), Err(Error::UnexpectedIdentity)), "{result:?}");
 }
 
 #[test]
 fn scalar_field_constants_match_bellperson_domain() {
     // The quotient's coset generator and 2-adicity are bellperson's (a sanity anchor for the
     // byte-equality tests above).
-    assert_eq!(
-        snarkpipe::math::Domain::coset_generator(),
-        Scalar::MULTIPLICATIVE_GENERATOR
-    );
+    assert_eq!(snarkpipe::math::Domain::coset_generator(), Scalar::MULTIPLICATIVE_GENERATOR);
     assert_eq!(Scalar::S, 32);
 }

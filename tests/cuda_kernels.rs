@@ -90,7 +90,11 @@ fn check_ntt(s: &GpuStream, rng: &mut ChaCha8Rng) {
         let domain = Domain::from_log_n(log_n).unwrap();
         let v = random_scalars(n, rng);
         let mut buf = s.upload(&v).unwrap();
-        type Op = (&'static str, fn(&GpuStream, &mut snarkpipe::backend::cuda::GpuBuffer<Scalar>, u32) -> snarkpipe::Result<()>, fn(&mut [Scalar], Domain));
+        type Op = (
+            &'static str,
+            fn(&GpuStream, &mut snarkpipe::backend::cuda::GpuBuffer<Scalar>, u32) -> snarkpipe::Result<()>,
+            fn(&mut [Scalar], Domain),
+        );
         let ops: [Op; 4] = [
             ("forward", |s, b, l| s.ntt_forward(b, l), ntt::ntt),
             ("inverse", |s, b, l| s.ntt_inverse(b, l), ntt::intt),
@@ -132,7 +136,12 @@ fn check_quotient(s: &GpuStream, rng: &mut ChaCha8Rng) {
     println!("quotient h 2^1..2^20: equal to the CPU");
 }
 
-fn msm_g1_both(s: &GpuStream, bases: &[G1Affine], scalars: &[Scalar], opts: MsmOptions) -> (G1Projective, G1Projective) {
+fn msm_g1_both(
+    s: &GpuStream,
+    bases: &[G1Affine],
+    scalars: &[Scalar],
+    opts: MsmOptions,
+) -> (G1Projective, G1Projective) {
     let (db, ds) = (s.upload(bases).unwrap(), s.upload(scalars).unwrap());
     let got = s.msm_g1(&db, &ds, scalars.len(), opts).unwrap();
     (got, snarkpipe::math::msm::msm_g1(bases, scalars))
@@ -144,7 +153,8 @@ fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let scalars = random_scalars(max, rng);
     for n in [1usize, 2, 3, 7, 100, 1000, (1 << 12) + 3, 1 << 16, (1 << 18) - 1, 1 << 20, 1 << 22] {
         for fast in [false, true] {
-            let (got, want) = msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { ones_fast_path: fast, ..Default::default() });
+            let (got, want) =
+                msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { ones_fast_path: fast, ..Default::default() });
             assert_eq!(got, want, "G1 MSM of {n} random terms (fast path {fast})");
         }
     }
@@ -152,7 +162,8 @@ fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let n = 3000;
     let want = snarkpipe::math::msm::msm_g1(&bases[..n], &scalars[..n]);
     for c in 2..=20 {
-        let (got, _) = msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { window_bits: Some(c), ones_fast_path: false });
+        let (got, _) =
+            msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { window_bits: Some(c), ones_fast_path: false });
         assert_eq!(got, want, "G1 MSM with {c}-bit windows");
     }
     // negative twin
@@ -204,7 +215,8 @@ fn check_msm_g1_edges(s: &GpuStream, rng: &mut ChaCha8Rng) {
             if !fast && n > 1 << 16 {
                 continue; // without the fast path the "1" bucket is one long serial sum
             }
-            let (got, want) = msm_g1_both(s, &bases, &scalars, MsmOptions { ones_fast_path: fast, ..Default::default() });
+            let (got, want) =
+                msm_g1_both(s, &bases, &scalars, MsmOptions { ones_fast_path: fast, ..Default::default() });
             assert_eq!(got, want, "G1 MSM bits profile n={n} fast={fast}");
         }
     }

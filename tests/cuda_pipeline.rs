@@ -99,7 +99,13 @@ fn a_real_out_of_memory_is_contained_and_the_gpu_recovers() {
     if !have_gpu() {
         return;
     }
-    let spec = SyntheticSpec { log_n: 18, num_inputs: 4, profile: WitnessProfile::Bits, keys: KeyKind::Random, seed: fresh_seed() };
+    let spec = SyntheticSpec {
+        log_n: 18,
+        num_inputs: 4,
+        profile: WitnessProfile::Bits,
+        keys: KeyKind::Random,
+        seed: fresh_seed(),
+    };
     let key = spec.proving_key().unwrap();
     let witnesses: Vec<Arc<Witness>> = (0..6).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
     // Ballast leaves the device less room than the partitions need, while the budget is
@@ -121,8 +127,12 @@ fn a_real_out_of_memory_is_contained_and_the_gpu_recovers() {
     .unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
     let outcomes = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap().wait_each();
-    let oom = outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::OutOfMemory { .. }))).count();
-    println!("outcomes under ballast: {:?}", outcomes.iter().map(|o| o.as_ref().err().map(|e| e.to_string())).collect::<Vec<_>>());
+    let oom =
+        outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::OutOfMemory { .. }))).count();
+    println!(
+        "outcomes under ballast: {:?}",
+        outcomes.iter().map(|o| o.as_ref().err().map(|e| e.to_string())).collect::<Vec<_>>()
+    );
     assert!(oom > 0, "no real out-of-memory was provoked");
     assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
     drop(ballast);

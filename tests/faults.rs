@@ -71,8 +71,9 @@ fn wait_each_within(handle: &ProofHandle, limit: Duration) -> Vec<Result<Proof<B
     std::thread::spawn(move || {
         let _ = tx.send(waiting.wait_each());
     });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("the request did not finish within {limit:?}: the pipeline hangs ({:?})", handle.status()))
+    rx.recv_timeout(limit).unwrap_or_else(|_| {
+        panic!("the request did not finish within {limit:?}: the pipeline hangs ({:?})", handle.status())
+    })
 }
 
 /// Checks every successful proof against the reference prover and the verifier (with a
@@ -112,7 +113,11 @@ fn assert_everything_back(prover: &Prover) {
         assert_eq!(report.in_use_bytes, 0, "budget not back at capacity after shutdown: {report:?}");
         assert_eq!(report.waiting, 0, "grant requests left waiting: {report:?}");
     }
-    assert!(prover.device_allocated_bytes().iter().all(|&b| b == 0), "device memory left: {:?}", prover.device_allocated_bytes());
+    assert!(
+        prover.device_allocated_bytes().iter().all(|&b| b == 0),
+        "device memory left: {:?}",
+        prover.device_allocated_bytes()
+    );
     for pipeline in prover.pipelines() {
         assert_eq!(pipeline.pool.registry().pinned_bytes(), 0, "host ranges still pinned after shutdown");
     }
@@ -206,7 +211,10 @@ fn check_failure(index: usize, err: &Error) -> (Site, Stage) {
         assert!(message.contains(&format!("the {stage} actor")), "panic message names another actor: {message}");
     }
     let shown = err.to_string();
-    assert!(shown.contains(&format!("partition {index}")) && shown.contains(&format!("stage {stage}")), "message: {shown}");
+    assert!(
+        shown.contains(&format!("partition {index}")) && shown.contains(&format!("stage {stage}")),
+        "message: {shown}"
+    );
     (site, *stage)
 }
 
@@ -320,7 +328,9 @@ fn a_failed_key_upload_fails_its_sharers_with_the_injected_cause() {
         let copy_failures = run.failures.iter().filter(|(_, site, _)| *site == Site::CopyToDevice).count() as u64;
         let copy_faults = run.by_site.get("CopyToDevice").copied().unwrap_or(0);
         if copy_failures > copy_faults {
-            eprintln!("attempt {attempt}: {copy_faults} copy faults failed {copy_failures} partitions (a shared key upload)");
+            eprintln!(
+                "attempt {attempt}: {copy_faults} copy faults failed {copy_failures} partitions (a shared key upload)"
+            );
             return;
         }
     }
@@ -395,7 +405,11 @@ fn an_already_registered_range_is_state_and_is_never_unpinned_by_us() {
     let own_buf = vec![0u8; 4096];
     let foreign = HostRange::of(&foreign_buf);
     let own = HostRange::of(&own_buf);
-    let device = Arc::new(ForeignPins { inner: CpuDevice::new(0, 1 << 20), foreign: vec![foreign], unpinned_foreign: AtomicUsize::new(0) });
+    let device = Arc::new(ForeignPins {
+        inner: CpuDevice::new(0, 1 << 20),
+        foreign: vec![foreign],
+        unpinned_foreign: AtomicUsize::new(0),
+    });
     let registry = PinnedRegistry::new(device.clone());
 
     let first = registry.pin(foreign).expect("already registered is not a failure");
@@ -421,7 +435,11 @@ fn already_registered_answers_do_not_fail_partitions() {
     for attempt in 0..12 {
         let run = faulty_run(&spec, &key, 24, 1.0, fresh_seed());
         let already = run.by_site.get("PinAlreadyRegistered").copied().unwrap_or(0);
-        eprintln!("attempt {attempt}: {already} already-registered answers, {} failed, {} proved", run.failures.len(), run.proved);
+        eprintln!(
+            "attempt {attempt}: {already} already-registered answers, {} failed, {} proved",
+            run.failures.len(),
+            run.proved
+        );
         // faulty_run has checked that every failure names the site that caused it; none can
         // name "already registered", which is no error at all.
         assert!(run.proved > 0);
@@ -460,7 +478,10 @@ fn panicking_actors_are_replaced_and_the_pools_keep_working() {
     while !enough(&panics) {
         assert!(waves < 40, "too few panics injected after {waves} waves: {panics:?}");
         waves += 1;
-        let outcomes = wait_each_within(&prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap(), Duration::from_secs(120));
+        let outcomes = wait_each_within(
+            &prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap(),
+            Duration::from_secs(120),
+        );
         for (i, outcome) in outcomes.iter().enumerate() {
             match outcome {
                 Err(err) => {
@@ -545,7 +566,9 @@ fn retries_rescue_faulted_partitions_and_every_proof_verifies() {
     };
     let (without, injected_without) = run(0);
     let (with, injected_with) = run(3);
-    eprintln!("retries 0: {without}/40 proved ({injected_without} injected); retries 3: {with}/40 ({injected_with} injected)");
+    eprintln!(
+        "retries 0: {without}/40 proved ({injected_without} injected); retries 3: {with}/40 ({injected_with} injected)"
+    );
     assert!(without < 40, "no partition failed without retries: the twin proves nothing");
     assert!(with > without, "retries rescued nothing: {with} vs {without}");
     assert!(with >= 36, "retries 3 at rate 0.3 should leave few failures, got {with}/40");
@@ -573,7 +596,9 @@ fn a_request_reports_which_partition_failed_and_keeps_the_others() {
         // wait() reports the first failed partition by its index in the request.
         let err = handle.wait().unwrap_err();
         match &err {
-            Error::Stage { partition, .. } => assert_eq!(*partition, failed[0], "wait() names the wrong partition: {err}"),
+            Error::Stage { partition, .. } => {
+                assert_eq!(*partition, failed[0], "wait() names the wrong partition: {err}")
+            }
             other => panic!("wait() lost the partition: {other:?}"),
         }
         for &i in &failed {

@@ -192,11 +192,8 @@ fn wait_each_within(handle: &ProofHandle, limit: Duration) -> Vec<Result<Proof<B
 fn check(prover: &Prover, case: &RequestCase) -> Result<(), TestCaseError> {
     let f = fixture();
     let n = case.partitions.len();
-    let witnesses: Vec<Arc<Witness>> = case
-        .partitions
-        .iter()
-        .map(|p| Arc::new(p.damage.apply(&f.witnesses[p.circuit][p.witness])))
-        .collect();
+    let witnesses: Vec<Arc<Witness>> =
+        case.partitions.iter().map(|p| Arc::new(p.damage.apply(&f.witnesses[p.circuit][p.witness]))).collect();
     let mut rng = ChaCha20Rng::seed_from_u64(case.seed);
     let len = |delta: i32| (n as i32 + delta).max(0) as usize;
     let r: Vec<Scalar> = (0..len(case.r_delta)).map(|_| Scalar::random(&mut rng)).collect();
@@ -225,7 +222,13 @@ fn check(prover: &Prover, case: &RequestCase) -> Result<(), TestCaseError> {
             } else {
                 prop_assert!(bad_witness, "a well-formed request was refused: {err:?}");
                 prop_assert!(
-                    matches!(err, Error::ParamsMismatch { .. } | Error::MalformedWitness(_) | Error::EmptyCircuit | Error::Synthesis(_)),
+                    matches!(
+                        err,
+                        Error::ParamsMismatch { .. }
+                            | Error::MalformedWitness(_)
+                            | Error::EmptyCircuit
+                            | Error::Synthesis(_)
+                    ),
                     "an unexpected error type for a bad witness: {err:?}"
                 );
             }
@@ -300,7 +303,9 @@ fn the_generator_makes_good_requests_and_each_kind_of_bad_one() {
         }
         (good, bad_witness_only, other_bad)
     }
-    for (name, counts) in [("shape", census(request_case(shape_damage()))), ("ragged", census(request_case(ragged_damage())))] {
+    for (name, counts) in
+        [("shape", census(request_case(shape_damage()))), ("ragged", census(request_case(ragged_damage())))]
+    {
         eprintln!("{name}: {counts:?} (good, bad witness only, other bad) of 320");
         // At least a fifth, a fifth and a tenth: some of each kind in almost every run of 32.
         let (good, bad_witness_only, other_bad) = counts;

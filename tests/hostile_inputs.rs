@@ -58,7 +58,8 @@ fn wait_each_within(handle: &ProofHandle, limit: Duration) -> Vec<Result<Proof<B
     std::thread::spawn(move || {
         let _ = tx.send(waiting.wait_each());
     });
-    rx.recv_timeout(limit).unwrap_or_else(|_| panic!("the request did not finish within {limit:?}: {:?}", handle.status()))
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("the request did not finish within {limit:?}: {:?}", handle.status()))
 }
 
 /// A good request running beside the hostile ones.
@@ -128,7 +129,10 @@ fn parameters_of_another_circuit_are_refused() {
                 eprintln!("refused: {what}: {in_params} vs {in_circuit}");
             }
             Err(other) => panic!("expected ParamsMismatch, got {other:?}"),
-            Ok(_) => panic!("parameters of another circuit (2^{} with {} inputs) were accepted", other.log_n, other.num_inputs),
+            Ok(_) => panic!(
+                "parameters of another circuit (2^{} with {} inputs) were accepted",
+                other.log_n, other.num_inputs
+            ),
         }
         // One bad partition among good ones refuses the whole request, before any work.
         let mut mixed = witnesses.clone();
@@ -154,45 +158,69 @@ fn damaged_witnesses(witness: &Witness) -> Vec<(&'static str, Witness)> {
     };
     let half = witness.a.len() / 2;
     vec![
-        ("aux_assignment short by one", damage(&|w| {
-            w.aux_assignment.pop();
-        })),
+        (
+            "aux_assignment short by one",
+            damage(&|w| {
+                w.aux_assignment.pop();
+            }),
+        ),
         ("aux_assignment empty", damage(&|w| w.aux_assignment.clear())),
-        ("input_assignment short by one", damage(&|w| {
-            w.input_assignment.pop();
-        })),
+        (
+            "input_assignment short by one",
+            damage(&|w| {
+                w.input_assignment.pop();
+            }),
+        ),
         ("input_assignment with one extra", damage(&|w| w.input_assignment.push(Scalar::ONE))),
-        ("a, b and c cut to half the domain", damage(&|w| {
-            w.a.truncate(half);
-            w.b.truncate(half);
-            w.c.truncate(half);
-        })),
-        ("a, b and c past the domain", damage(&|w| {
-            let n = w.a.len().next_power_of_two() + 1;
-            w.a.resize(n, Scalar::ZERO);
-            w.b.resize(n, Scalar::ZERO);
-            w.c.resize(n, Scalar::ZERO);
-        })),
-        ("a, b and c empty", damage(&|w| {
-            w.a.clear();
-            w.b.clear();
-            w.c.clear();
-        })),
-        ("only a short by one", damage(&|w| {
-            w.a.pop();
-        })),
+        (
+            "a, b and c cut to half the domain",
+            damage(&|w| {
+                w.a.truncate(half);
+                w.b.truncate(half);
+                w.c.truncate(half);
+            }),
+        ),
+        (
+            "a, b and c past the domain",
+            damage(&|w| {
+                let n = w.a.len().next_power_of_two() + 1;
+                w.a.resize(n, Scalar::ZERO);
+                w.b.resize(n, Scalar::ZERO);
+                w.c.resize(n, Scalar::ZERO);
+            }),
+        ),
+        (
+            "a, b and c empty",
+            damage(&|w| {
+                w.a.clear();
+                w.b.clear();
+                w.c.clear();
+            }),
+        ),
+        (
+            "only a short by one",
+            damage(&|w| {
+                w.a.pop();
+            }),
+        ),
         ("only b cut to half", damage(&|w| w.b.truncate(half))),
         ("only c empty", damage(&|w| w.c.clear())),
-        ("aux density longer than the aux assignment", damage(&|w| {
-            let mut bits = w.b_aux_density.bits().to_vec();
-            bits.push(true);
-            w.b_aux_density = Density::from_bits(bits);
-        })),
-        ("aux density shorter than the aux assignment", damage(&|w| {
-            let mut bits = w.a_aux_density.bits().to_vec();
-            bits.truncate(bits.len() / 2);
-            w.a_aux_density = Density::from_bits(bits);
-        })),
+        (
+            "aux density longer than the aux assignment",
+            damage(&|w| {
+                let mut bits = w.b_aux_density.bits().to_vec();
+                bits.push(true);
+                w.b_aux_density = Density::from_bits(bits);
+            }),
+        ),
+        (
+            "aux density shorter than the aux assignment",
+            damage(&|w| {
+                let mut bits = w.a_aux_density.bits().to_vec();
+                bits.truncate(bits.len() / 2);
+                w.a_aux_density = Density::from_bits(bits);
+            }),
+        ),
     ]
 }
 
@@ -218,7 +246,8 @@ fn witnesses_of_the_wrong_length_are_refused_at_submit() {
                         .map(|o| match o {
                             Ok(proof) => format!(
                                 "a proof that {}",
-                                if groth16::verify(&key.prepared_vk(), proof, damaged.public_inputs()).unwrap_or(false) {
+                                if groth16::verify(&key.prepared_vk(), proof, damaged.public_inputs()).unwrap_or(false)
+                                {
                                     "verifies"
                                 } else {
                                     "does not verify"
@@ -279,7 +308,8 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
     let key = ours.proving_key().unwrap();
     // A device one byte short of a partition's plan, even without the key.
     let shape = ours.witness(0).unwrap().shape();
-    let plan = snarkpipe::actors::admission::partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &shape, 8);
+    let plan =
+        snarkpipe::actors::admission::partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &shape, 8);
     let device_bytes = plan - 1;
     let tiny = Prover::new(ProverConfig {
         backend: BackendKind::Cpu,
@@ -299,7 +329,9 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
                 assert_eq!(*partition, i);
                 match cause.as_ref() {
                     Error::PlanExceedsDevice { needed_bytes, capacity_bytes, .. } => {
-                        assert!(needed_bytes > capacity_bytes && *capacity_bytes <= device_bytes && *needed_bytes >= plan)
+                        assert!(
+                            needed_bytes > capacity_bytes && *capacity_bytes <= device_bytes && *needed_bytes >= plan
+                        )
                     }
                     other => panic!("expected PlanExceedsDevice, got {other:?}"),
                 }
@@ -338,7 +370,8 @@ fn cancelling_mid_flight_releases_everything_it_held() {
     std::thread::sleep(Duration::from_millis(20));
     doomed.cancel();
     let outcomes = wait_each_within(&doomed, Duration::from_secs(120));
-    let cancelled = outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::Cancelled))).count();
+    let cancelled =
+        outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::Cancelled))).count();
     eprintln!("{cancelled} of {} partitions cancelled", outcomes.len());
     assert!(cancelled > 0, "nothing was cancelled");
     assert!(doomed.status().cancelled && doomed.status().finished);

@@ -116,7 +116,9 @@ fn stages_overlap_across_partitions_with_two_workers() {
     let compute: Vec<&Span> =
         timeline.spans.iter().filter(|s| s.track.is_device() && matches!(s.stage, Stage::Ntt | Stage::Msm)).collect();
     let concurrent = compute.iter().any(|a| {
-        compute.iter().any(|b| a.partition != b.partition && a.track != b.track && a.start_s < b.end_s && b.start_s < a.end_s)
+        compute
+            .iter()
+            .any(|b| a.partition != b.partition && a.track != b.track && a.start_s < b.end_s && b.start_s < a.end_s)
     });
     assert!(concurrent, "the two workers never computed at the same time");
     // Every stage actor and the budget appear on the timeline.
@@ -165,10 +167,7 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
     .unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
     let err = prover.prove(ProofRequest::new(key, partitions(&spec, 2), &mut rng)).unwrap_err();
-    assert!(
-        matches!(err.root_cause(), Error::PlanExceedsDevice { .. }),
-        "expected PlanExceedsDevice, got {err}"
-    );
+    assert!(matches!(err.root_cause(), Error::PlanExceedsDevice { .. }), "expected PlanExceedsDevice, got {err}");
     assert_nothing_held(&prover);
 }
 
@@ -206,7 +205,8 @@ fn cancelling_releases_everything_and_the_prover_goes_on() {
     }
     handle.cancel();
     let outcomes = handle.wait_each();
-    let cancelled = outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::Cancelled))).count();
+    let cancelled =
+        outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::Cancelled))).count();
     assert!(cancelled > 0, "nothing was cancelled");
     assert!(outcomes.iter().all(|o| o.is_ok() || cancelled > 0));
     assert!(handle.status().cancelled);
@@ -286,10 +286,8 @@ fn a_lying_budget_meets_a_real_out_of_memory_and_the_device_recovers() {
     .unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
     let outcomes = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 8), &mut rng)).unwrap().wait_each();
-    let oom = outcomes
-        .iter()
-        .filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::OutOfMemory { .. })))
-        .count();
+    let oom =
+        outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::OutOfMemory { .. }))).count();
     assert!(oom > 0, "the lie to the budget provoked no out-of-memory");
     assert!(outcomes.iter().all(|o| o.is_ok() || oom > 0));
     assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);

@@ -50,7 +50,7 @@ fn devices_used(prover: &Prover, request: u64) -> BTreeSet<usize> {
         .iter()
         .filter(|s| s.args.get("request").and_then(|r| r.as_u64()) == Some(request))
         .filter(|s| s.track.is_device())
-        .filter(|s| s.args.get("what").is_none())
+        .filter(|s| !s.args.contains_key("what"))
         .filter_map(|s| match &s.track {
             Track::Stream { device, .. } => Some(*device),
             _ => None,

@@ -14,22 +14,11 @@ use snarkpipe::{Error, Scalar};
 fn spec(log_n: u32, profile: WitnessProfile, keys: KeyKind) -> SyntheticSpec {
     let seed: u64 = rand::thread_rng().gen();
     eprintln!("spec log_n {log_n} {profile:?} {keys:?}: seed {seed}");
-    SyntheticSpec {
-        log_n,
-        profile,
-        keys,
-        seed,
-        ..SyntheticSpec::default()
-    }
+    SyntheticSpec { log_n, profile, keys, seed, ..SyntheticSpec::default() }
 }
 
 fn satisfied(witness: &Witness) -> bool {
-    witness
-        .a
-        .iter()
-        .zip(&witness.b)
-        .zip(&witness.c)
-        .all(|((a, b), c)| *a * b == *c)
+    witness.a.iter().zip(&witness.b).zip(&witness.c).all(|((a, b), c)| *a * b == *c)
 }
 
 fn assert_same_witness(fast: &Witness, synthesized: &Witness) {
@@ -48,10 +37,7 @@ fn witness_satisfies_and_fast_path_equals_synthesis() {
     for profile in [WitnessProfile::Random, WitnessProfile::Bits] {
         // Odd and even constraint counts, fewer pairs than inputs, and the default inputs.
         for (log_n, num_inputs) in [(2, 0), (2, 1), (3, 5), (4, 8), (7, 8), (10, 8), (11, 3)] {
-            let spec = SyntheticSpec {
-                num_inputs,
-                ..spec(log_n, profile, KeyKind::Random)
-            };
+            let spec = SyntheticSpec { num_inputs, ..spec(log_n, profile, KeyKind::Random) };
             let synthesized = Witness::synthesize(spec.circuit(1), SatisfactionCheck::On)
                 .unwrap_or_else(|e| panic!("log_n {log_n}, {num_inputs} inputs: {e}"));
             let fast = spec.witness(1).unwrap();
@@ -80,10 +66,7 @@ fn partitions_share_structure_but_not_values() {
     assert_ne!(first.aux_assignment, second.aux_assignment);
     assert_ne!(first.public_inputs(), second.public_inputs());
     // Same seed and index: the same witness.
-    assert_eq!(
-        spec.witness(0).unwrap().aux_assignment,
-        first.aux_assignment
-    );
+    assert_eq!(spec.witness(0).unwrap().aux_assignment, first.aux_assignment);
 }
 
 #[test]
@@ -94,10 +77,7 @@ fn domain_is_exactly_two_to_the_log_n() {
         assert_eq!(shape.num_constraints, 1 << log_n);
         assert_eq!(spec.witness(0).unwrap().domain().unwrap().log_n(), log_n);
         // Negative twin: one more constraint would double the domain, so the fit is exact.
-        assert_eq!(
-            Domain::for_len(shape.num_constraints + 1).unwrap().log_n(),
-            log_n + 1
-        );
+        assert_eq!(Domain::for_len(shape.num_constraints + 1).unwrap().log_n(), log_n + 1);
     }
 }
 
@@ -107,36 +87,22 @@ fn densities_are_non_trivial() {
     let shape = spec.shape().unwrap();
     assert!(0 < shape.a_aux_total && shape.a_aux_total < shape.num_aux);
     assert!(0 < shape.b_aux_total && shape.b_aux_total < shape.num_aux);
-    assert!(
-        0 < shape.b_input_total && shape.b_input_total < shape.num_inputs,
-        "{shape:?}"
-    );
+    assert!(0 < shape.b_input_total && shape.b_input_total < shape.num_inputs, "{shape:?}");
 }
 
 #[test]
 fn too_many_inputs_for_the_domain_is_an_error() {
-    let tiny = SyntheticSpec {
-        log_n: 3,
-        num_inputs: 7,
-        ..SyntheticSpec::default()
-    };
+    let tiny = SyntheticSpec { log_n: 3, num_inputs: 7, ..SyntheticSpec::default() };
     assert!(matches!(tiny.witness(0), Err(Error::Config(_))));
     assert!(matches!(tiny.proving_key(), Err(Error::Config(_))));
     // One input fewer leaves room for exactly one constraint.
-    let fits = SyntheticSpec {
-        num_inputs: 6,
-        ..tiny
-    };
+    let fits = SyntheticSpec { num_inputs: 6, ..tiny };
     assert_eq!(fits.witness(0).unwrap().shape().num_constraints, 8);
 }
 
 #[test]
 fn setup_keys_verify() {
-    for (log_n, profile) in [
-        (8, WitnessProfile::Random),
-        (10, WitnessProfile::Bits),
-        (12, WitnessProfile::Random),
-    ] {
+    for (log_n, profile) in [(8, WitnessProfile::Random), (10, WitnessProfile::Bits), (12, WitnessProfile::Random)] {
         let spec = spec(log_n, profile, KeyKind::Setup);
         assert!(spec.verifies());
         let key = spec.proving_key().unwrap();
@@ -144,17 +110,8 @@ fn setup_keys_verify() {
         let mut rng = rand::thread_rng();
         for index in 0..2 {
             let witness = spec.witness(index).unwrap();
-            let proof = prove(
-                &key,
-                &witness,
-                Scalar::random(&mut rng),
-                Scalar::random(&mut rng),
-            )
-            .unwrap();
-            assert!(
-                verify(&pvk, &proof, witness.public_inputs()).unwrap(),
-                "log_n {log_n}, partition {index}"
-            );
+            let proof = prove(&key, &witness, Scalar::random(&mut rng), Scalar::random(&mut rng)).unwrap();
+            assert!(verify(&pvk, &proof, witness.public_inputs()).unwrap(), "log_n {log_n}, partition {index}");
             // Negative twin: another partition's inputs do not verify this proof.
             let other = spec.witness(index + 1).unwrap();
             assert!(!verify(&pvk, &proof, other.public_inputs()).unwrap());
@@ -172,41 +129,27 @@ fn random_keys_have_the_right_shape_and_do_not_verify() {
     let witness = spec.witness(0).unwrap();
     key.check_shape(&witness.shape()).unwrap();
     assert_eq!(key.h.len(), (1 << 12) - 1);
-    let expected_bytes =
-        96 * (key.h.len() + key.l.len() + key.a.len() + key.b_g1.len()) + 192 * key.b_g2.len();
+    let expected_bytes = 96 * (key.h.len() + key.l.len() + key.a.len() + key.b_g1.len()) + 192 * key.b_g2.len();
     assert_eq!(key.device_bytes(), expected_bytes as u64);
     let proof = prove(&key, &witness, Scalar::ONE, Scalar::ONE).unwrap();
     assert!(!verify(&key.prepared_vk(), &proof, witness.public_inputs()).unwrap());
     // The negative twin of the shape check: another size's witness does not fit this key.
     let other = SyntheticSpec { log_n: 11, ..spec }.witness(0).unwrap();
-    assert!(matches!(
-        key.check_shape(&other.shape()),
-        Err(Error::ParamsMismatch { .. })
-    ));
+    assert!(matches!(key.check_shape(&other.shape()), Err(Error::ParamsMismatch { .. })));
 }
 
 #[test]
 fn bits_profile_is_about_ninety_percent_bits() {
     let share_of_bits = |profile| {
         let witness = spec(12, profile, KeyKind::Random).witness(0).unwrap();
-        let bits = witness
-            .aux_assignment
-            .iter()
-            .filter(|v| **v == Scalar::ZERO || **v == Scalar::ONE)
-            .count();
+        let bits = witness.aux_assignment.iter().filter(|v| **v == Scalar::ZERO || **v == Scalar::ONE).count();
         bits as f64 / witness.aux_assignment.len() as f64
     };
     let bits = share_of_bits(WitnessProfile::Bits);
-    assert!(
-        (0.86..=0.94).contains(&bits),
-        "bits profile: {bits:.3} of aux values are 0 or 1"
-    );
+    assert!((0.86..=0.94).contains(&bits), "bits profile: {bits:.3} of aux values are 0 or 1");
     // Negative twin: the random profile has essentially none.
     let random = share_of_bits(WitnessProfile::Random);
-    assert!(
-        random < 0.01,
-        "random profile: {random:.3} of aux values are 0 or 1"
-    );
+    assert!(random < 0.01, "random profile: {random:.3} of aux values are 0 or 1");
 }
 
 #[test]

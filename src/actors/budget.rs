@@ -250,7 +250,8 @@ impl MemoryBudget {
     /// Starts the budget actor of `device` on the current actix system.
     pub fn start(device: usize, capacity_bytes: u64) -> MemoryBudget {
         let mirror = Arc::new(BudgetMirror::default());
-        let actor = BudgetActor { ledger: BudgetLedger::new(device, capacity_bytes), releaser: None, mirror: mirror.clone() };
+        let actor =
+            BudgetActor { ledger: BudgetLedger::new(device, capacity_bytes), releaser: None, mirror: mirror.clone() };
         MemoryBudget { device, capacity_bytes, addr: actor.start(), mirror }
     }
 

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix::Message;
-use blstrs::{Bls12, Scalar};
 use bellperson::groth16::Proof;
+use blstrs::{Bls12, Scalar};
 
 use super::budget::Grant;
 use super::pipeline::{DevicePipeline, ResidentKey};
@@ -89,7 +89,9 @@ pub struct PartitionJob {
 impl PartitionJob {
     /// A tag for device work of this partition in `stage`.
     pub fn tag(&self, stage: Stage) -> WorkTag {
-        WorkTag::new(self.index, stage, &self.failure).with("partition", self.partition_id).with("request", self.request.id)
+        WorkTag::new(self.index, stage, &self.failure)
+            .with("partition", self.partition_id)
+            .with("request", self.request.id)
     }
 
     /// Details of a stage for the timeline.

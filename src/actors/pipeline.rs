@@ -18,7 +18,10 @@ use super::msm::Multiexp;
 use super::ntt::Quotient;
 use super::pin::Pinning;
 use super::stage_actor::StageActor;
-use crate::backend::{g1_bytes, g2_bytes, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, StageEvent, WorkTag};
+use crate::backend::{
+    g1_bytes, g2_bytes, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, StageEvent, WorkTag,
+};
+use crate::backend::faults::FaultInjector;
 use crate::error::Result;
 use crate::memory::{PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
@@ -99,6 +102,8 @@ pub struct DevicePipeline {
     pub copy_out: Arc<dyn DeviceStream>,
     pub compute: Vec<Arc<dyn DeviceStream>>,
     pub timeline: TimelineRecorder,
+    /// Panics injected into this device's actors (disabled unless faults target this device).
+    pub faults: Arc<FaultInjector>,
     keys: Mutex<Vec<Arc<ResidentKey>>>,
     stages: OnceLock<StageAddrs>,
     in_flight: AtomicUsize,
@@ -115,6 +120,7 @@ impl DevicePipeline {
         workers: usize,
         in_flight: usize,
         timeline: TimelineRecorder,
+        faults: Arc<FaultInjector>,
     ) -> Result<Arc<DevicePipeline>> {
         let ordinal = device.info().ordinal;
         let workers = workers.max(1);
@@ -133,6 +139,7 @@ impl DevicePipeline {
             copy_out,
             compute,
             timeline,
+            faults,
             keys: Mutex::new(Vec::new()),
             stages: OnceLock::new(),
             in_flight: AtomicUsize::new(0),
@@ -319,8 +326,12 @@ impl DevicePipeline {
 
     /// Bytes still pinned that no idle pool buffer or resident key explains (a leak check).
     pub fn pinned_leaked_bytes(&self) -> u64 {
-        let key_pins: u64 =
-            self.keys.lock().iter().flat_map(|k| k.pins.lock().iter().map(|p| p.range().len as u64).collect::<Vec<_>>()).sum();
+        let key_pins: u64 = self
+            .keys
+            .lock()
+            .iter()
+            .flat_map(|k| k.pins.lock().iter().map(|p| p.range().len as u64).collect::<Vec<_>>())
+            .sum();
         self.pool.registry().pinned_bytes().saturating_sub(self.pool.idle_bytes() + key_pins)
     }
 }
@@ -331,4 +342,3 @@ impl Drop for DevicePipeline {
         self.pool.clear();
     }
 }
-

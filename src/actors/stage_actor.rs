@@ -68,7 +68,8 @@ impl<S: StageLogic> Handler<Advance> for StageActor<S> {
             job.faults.maybe_panic(S::STAGE)?;
             self.logic.advance(&mut job)
         }));
-        let track = Track::Actor { name: S::STAGE.name().to_string(), device: Some(self.device), worker: Some(self.worker) };
+        let track =
+            Track::Actor { name: S::STAGE.name().to_string(), device: Some(self.device), worker: Some(self.worker) };
         job.timeline.record(track, S::STAGE, job.partition_id, start, Instant::now(), job.stage_args(S::STAGE));
         match outcome {
             Ok(Ok(())) if S::STAGE == Stage::Assemble => {

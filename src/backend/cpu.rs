@@ -54,7 +54,7 @@ enum Contents {
     Scalars(Vec<Scalar>),
     G1(Vec<G1Affine>),
     G2(Vec<G2Affine>),
-    Results(MsmResultSlots),
+    Results(Box<MsmResultSlots>),
 }
 
 /// One modelled allocation; returns its bytes to the device when dropped.
@@ -259,7 +259,7 @@ impl DeviceStream for CpuStream {
             let base_contents = memory_of(&bases)?.contents.lock();
             let mut out = memory_of(&results)?.contents.lock();
             if !matches!(*out, Contents::Results(_)) {
-                *out = Contents::Results(MsmResultSlots::default());
+                *out = Contents::Results(Box::default());
             }
             let Contents::Results(slots) = &mut *out else { unreachable!("set just above") };
             match (group, &*base_contents) {
@@ -287,7 +287,7 @@ impl DeviceStream for CpuStream {
             let Contents::Results(slots) = &*contents else {
                 return Err(not_holding(&results, "MSM results"));
             };
-            *landing.lock() = Some(*slots);
+            *landing.lock() = Some(**slots);
             Ok(())
         })?;
         Ok(PendingResults::new(move || {

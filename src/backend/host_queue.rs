@@ -59,7 +59,11 @@ impl HostQueue {
     }
 
     /// Queues a partition's work (see the module doc).
-    pub fn enqueue_work(&self, tag: &WorkTag, work: impl FnOnce() -> Result<DeviceTimes> + Send + 'static) -> Result<()> {
+    pub fn enqueue_work(
+        &self,
+        tag: &WorkTag,
+        work: impl FnOnce() -> Result<DeviceTimes> + Send + 'static,
+    ) -> Result<()> {
         let tag = tag.clone();
         let timeline = self.timeline.clone();
         let track = Track::Stream { device: self.device, name: self.name.clone() };
@@ -68,9 +72,8 @@ impl HostQueue {
                 return;
             }
             let host_start = Instant::now();
-            let outcome = catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
-                Err(Error::Panicked { stage: tag.stage, message: panic_message(&panic) })
-            });
+            let outcome = catch_unwind(AssertUnwindSafe(work))
+                .unwrap_or_else(|panic| Err(Error::Panicked { stage: tag.stage, message: panic_message(&panic) }));
             let (start, end) = match &outcome {
                 Ok(Some(device_times)) => *device_times,
                 _ => (host_start, Instant::now()),

@@ -9,8 +9,8 @@
 
 pub mod cpu;
 pub mod cuda;
-pub mod faults;
 mod event;
+pub mod faults;
 pub mod host_queue;
 mod work;
 

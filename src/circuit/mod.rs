@@ -77,11 +77,7 @@ impl Density {
     }
 
     pub fn select<'a>(&'a self, values: &'a [Scalar]) -> impl Iterator<Item = Scalar> + 'a {
-        self.bits
-            .iter()
-            .zip(values)
-            .filter(|(&bit, _)| bit)
-            .map(|(_, value)| *value)
+        self.bits.iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value)
     }
 }
 
@@ -143,10 +139,7 @@ impl Witness {
     /// Errors: [`crate::Error::MissingAssignment`] if a value is missing,
     /// [`crate::Error::EmptyCircuit`] if the circuit itself enforces no constraint, and with
     /// `check` on, [`crate::Error::Unsatisfied`] naming the first violated constraint.
-    pub fn synthesize<C: bellperson::Circuit<Scalar>>(
-        circuit: C,
-        check: SatisfactionCheck,
-    ) -> Result<Witness> {
+    pub fn synthesize<C: bellperson::Circuit<Scalar>>(circuit: C, check: SatisfactionCheck) -> Result<Witness> {
         synthesize::synthesize_witness(circuit, check)
     }
 

@@ -63,10 +63,7 @@ impl WitnessAssembly {
             return Err(Error::EmptyCircuit);
         }
         if let Some((index, name)) = self.first_unsatisfied.take() {
-            return Err(Error::Unsatisfied {
-                index,
-                name: Some(name),
-            });
+            return Err(Error::Unsatisfied { index, name: Some(name) });
         }
         // bellperson's `input * 0 = 0` per input: it makes every input occur in A (so the A
         // query has a point per input) and keeps the input polynomials linearly independent.
@@ -94,31 +91,17 @@ impl WitnessAssembly {
                 continue;
             }
             let (value, density, i) = match index {
-                Index::Input(i) => (
-                    self.witness.input_assignment.get(i),
-                    input_density.as_deref_mut(),
-                    i,
-                ),
-                Index::Aux(i) => (
-                    self.witness.aux_assignment.get(i),
-                    aux_density.as_deref_mut(),
-                    i,
-                ),
+                Index::Input(i) => (self.witness.input_assignment.get(i), input_density.as_deref_mut(), i),
+                Index::Aux(i) => (self.witness.aux_assignment.get(i), aux_density.as_deref_mut(), i),
             };
             let Some(value) = value else {
                 let constraint = self.witness.a.len();
                 self.deferred.get_or_insert_with(|| {
-                    Error::Synthesis(format!(
-                        "constraint {constraint} uses {index:?}, which was never allocated"
-                    ))
+                    Error::Synthesis(format!("constraint {constraint} uses {index:?}, which was never allocated"))
                 });
                 continue;
             };
-            sum += if *coeff == Scalar::ONE {
-                *value
-            } else {
-                *value * coeff
-            };
+            sum += if *coeff == Scalar::ONE { *value } else { *value * coeff };
             if let Some(density) = density {
                 density.mark_used(i);
             }
@@ -142,11 +125,7 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
         Ok(Variable(Index::Aux(self.witness.aux_assignment.len() - 1)))
     }
 
-    fn alloc_input<F, A, AR>(
-        &mut self,
-        _annotation: A,
-        value: F,
-    ) -> Result<Variable, SynthesisError>
+    fn alloc_input<F, A, AR>(&mut self, _annotation: A, value: F) -> Result<Variable, SynthesisError>
     where
         F: FnOnce() -> Result<Scalar, SynthesisError>,
         A: FnOnce() -> AR,
@@ -154,9 +133,7 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
     {
         self.witness.input_assignment.push(value()?);
         self.witness.b_input_density.push_unused();
-        Ok(Variable(Index::Input(
-            self.witness.input_assignment.len() - 1,
-        )))
+        Ok(Variable(Index::Input(self.witness.input_assignment.len() - 1)))
     }
 
     fn enforce<A, AR, LA, LB, LC>(&mut self, annotation: A, a: LA, b: LB, c: LC)
@@ -167,11 +144,7 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
-        let (la, lb, lc) = (
-            a(LinearCombination::zero()),
-            b(LinearCombination::zero()),
-            c(LinearCombination::zero()),
-        );
+        let (la, lb, lc) = (a(LinearCombination::zero()), b(LinearCombination::zero()), c(LinearCombination::zero()));
         // The densities are moved out for the duration so `evaluate` can borrow `self`.
         let mut a_aux = std::mem::take(&mut self.witness.a_aux_density);
         let mut b_input = std::mem::take(&mut self.witness.b_input_density);
@@ -185,10 +158,7 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
         self.witness.b_input_density = b_input;
         self.witness.b_aux_density = b_aux;
 
-        if self.check == SatisfactionCheck::On
-            && self.first_unsatisfied.is_none()
-            && a_value * b_value != c_value
-        {
+        if self.check == SatisfactionCheck::On && self.first_unsatisfied.is_none() && a_value * b_value != c_value {
             let mut path = self.namespace.clone();
             path.push(annotation().into());
             self.first_unsatisfied = Some((self.witness.a.len(), path.join("/")));
@@ -232,27 +202,15 @@ mod tests {
     }
 
     impl Circuit<Scalar> for Product {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(
-            self,
-            cs: &mut CS,
-        ) -> Result<(), SynthesisError> {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
             let product = self.x.zip(self.y).map(|(x, y)| x * y);
             let x = cs.alloc(|| "x", || self.x.ok_or(SynthesisError::AssignmentMissing))?;
             let y = cs.alloc(|| "y", || self.y.ok_or(SynthesisError::AssignmentMissing))?;
             let z = cs.alloc_input(|| "z", || product.ok_or(SynthesisError::AssignmentMissing))?;
             cs.enforce(|| "x is x", |lc| lc + x, |lc| lc + CS::one(), |lc| lc + x);
             let mut ns = cs.namespace(|| "gadget");
-            let extra = if self.wrong {
-                Scalar::ONE
-            } else {
-                Scalar::ZERO
-            };
-            ns.enforce(
-                || "x * y = z",
-                |lc| lc + x,
-                |lc| lc + y,
-                |lc| lc + z + (extra, CS::one()),
-            );
+            let extra = if self.wrong { Scalar::ONE } else { Scalar::ZERO };
+            ns.enforce(|| "x * y = z", |lc| lc + x, |lc| lc + y, |lc| lc + z + (extra, CS::one()));
             Ok(())
         }
     }
@@ -260,15 +218,8 @@ mod tests {
     #[test]
     fn records_evaluations_and_densities() {
         let (x, y) = (Scalar::from(3u64), Scalar::from(5u64));
-        let witness = Witness::synthesize(
-            Product {
-                x: Some(x),
-                y: Some(y),
-                wrong: false,
-            },
-            SatisfactionCheck::On,
-        )
-        .unwrap();
+        let witness =
+            Witness::synthesize(Product { x: Some(x), y: Some(y), wrong: false }, SatisfactionCheck::On).unwrap();
         let z = Scalar::from(15u64);
         assert_eq!(witness.input_assignment, vec![Scalar::ONE, z]);
         assert_eq!(witness.aux_assignment, vec![x, y]);
@@ -277,10 +228,7 @@ mod tests {
         assert_eq!(witness.b, vec![Scalar::ONE, y, Scalar::ZERO, Scalar::ZERO]);
         assert_eq!(witness.c, vec![x, z, Scalar::ZERO, Scalar::ZERO]);
         assert_eq!(witness.a_aux_density, Density::from_bits(vec![true, false]));
-        assert_eq!(
-            witness.b_input_density,
-            Density::from_bits(vec![true, false])
-        );
+        assert_eq!(witness.b_input_density, Density::from_bits(vec![true, false]));
         assert_eq!(witness.b_aux_density, Density::from_bits(vec![false, true]));
         assert_eq!(witness.public_inputs(), &[z]);
         assert_eq!(witness.a_query_scalars(), vec![Scalar::ONE, z, x]);
@@ -289,11 +237,7 @@ mod tests {
 
     #[test]
     fn unsatisfied_constraint_is_named() {
-        let circuit = Product {
-            x: Some(Scalar::from(3u64)),
-            y: Some(Scalar::from(5u64)),
-            wrong: true,
-        };
+        let circuit = Product { x: Some(Scalar::from(3u64)), y: Some(Scalar::from(5u64)), wrong: true };
         match Witness::synthesize(circuit, SatisfactionCheck::On) {
             Err(Error::Unsatisfied { index, name }) => {
                 assert_eq!(index, 1);
@@ -305,33 +249,19 @@ mod tests {
 
     #[test]
     fn unsatisfied_constraint_passes_with_the_check_off() {
-        let circuit = Product {
-            x: Some(Scalar::from(3u64)),
-            y: Some(Scalar::from(5u64)),
-            wrong: true,
-        };
+        let circuit = Product { x: Some(Scalar::from(3u64)), y: Some(Scalar::from(5u64)), wrong: true };
         assert!(Witness::synthesize(circuit, SatisfactionCheck::Off).is_ok());
     }
 
     #[test]
     fn missing_value_is_reported() {
-        let circuit = Product {
-            x: None,
-            y: Some(Scalar::ONE),
-            wrong: false,
-        };
-        assert!(matches!(
-            Witness::synthesize(circuit, SatisfactionCheck::Off),
-            Err(Error::MissingAssignment)
-        ));
+        let circuit = Product { x: None, y: Some(Scalar::ONE), wrong: false };
+        assert!(matches!(Witness::synthesize(circuit, SatisfactionCheck::Off), Err(Error::MissingAssignment)));
     }
 
     struct Empty;
     impl Circuit<Scalar> for Empty {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(
-            self,
-            cs: &mut CS,
-        ) -> Result<(), SynthesisError> {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
             cs.alloc_input(|| "lonely input", || Ok(Scalar::ONE))?;
             Ok(())
         }
@@ -339,18 +269,12 @@ mod tests {
 
     #[test]
     fn circuit_without_constraints_is_empty() {
-        assert!(matches!(
-            Witness::synthesize(Empty, SatisfactionCheck::Off),
-            Err(Error::EmptyCircuit)
-        ));
+        assert!(matches!(Witness::synthesize(Empty, SatisfactionCheck::Off), Err(Error::EmptyCircuit)));
     }
 
     struct UsesUnallocated;
     impl Circuit<Scalar> for UsesUnallocated {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(
-            self,
-            cs: &mut CS,
-        ) -> Result<(), SynthesisError> {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
             let ghost = Variable::new_unchecked(Index::Aux(5));
             cs.enforce(|| "ghost", |lc| lc + ghost, |lc| lc, |lc| lc);
             Ok(())
@@ -359,9 +283,6 @@ mod tests {
 
     #[test]
     fn unallocated_variable_is_an_error_not_a_panic() {
-        assert!(matches!(
-            Witness::synthesize(UsesUnallocated, SatisfactionCheck::Off),
-            Err(Error::Synthesis(_))
-        ));
+        assert!(matches!(Witness::synthesize(UsesUnallocated, SatisfactionCheck::Off), Err(Error::Synthesis(_))));
     }
 }

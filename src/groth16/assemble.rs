@@ -18,12 +18,7 @@ use crate::{Error, Result, Scalar};
 ///
 /// Fails with [`Error::UnexpectedIdentity`] if δ is the identity in G1 or G2: such parameters
 /// are subverted, and the blinding would not hide the witness.
-pub fn assemble_proof(
-    vk: &VerifyingKey<Bls12>,
-    msm: &MsmResults,
-    r: Scalar,
-    s: Scalar,
-) -> Result<Proof<Bls12>> {
+pub fn assemble_proof(vk: &VerifyingKey<Bls12>, msm: &MsmResults, r: Scalar, s: Scalar) -> Result<Proof<Bls12>> {
     if bool::from(vk.delta_g1.is_identity()) || bool::from(vk.delta_g2.is_identity()) {
         return Err(Error::UnexpectedIdentity);
     }
@@ -40,9 +35,5 @@ pub fn assemble_proof(
         + msm.h
         + msm.l;
 
-    Ok(Proof {
-        a: a.to_affine(),
-        b: b.to_affine(),
-        c: c.to_affine(),
-    })
+    Ok(Proof { a: a.to_affine(), b: b.to_affine(), c: c.to_affine() })
 }

@@ -40,11 +40,7 @@ pub struct MsmResults {
 /// Runs the five MSMs of one proof. `h_coeffs` are [`quotient_h`]'s output for `witness`.
 ///
 /// Checks the key against the witness's shape first, so every MSM pairs equal lengths.
-pub fn compute_msms(
-    key: &ProvingKey,
-    witness: &Witness,
-    h_coeffs: &[Scalar],
-) -> Result<MsmResults> {
+pub fn compute_msms(key: &ProvingKey, witness: &Witness, h_coeffs: &[Scalar]) -> Result<MsmResults> {
     key.check_shape(&witness.shape())?;
     if h_coeffs.len() != key.h.len() {
         return Err(Error::ParamsMismatch {

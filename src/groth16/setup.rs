@@ -39,12 +39,7 @@ pub fn setup<C: Circuit<Scalar>>(circuit: C, waste: &ToxicWaste) -> Result<Param
     assembly.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut assembly)?;
     for i in 0..assembly.num_inputs {
-        assembly.enforce(
-            || "input",
-            |lc| lc + Variable(Index::Input(i)),
-            |lc| lc,
-            |lc| lc,
-        );
+        assembly.enforce(|| "input", |lc| lc + Variable(Index::Input(i)), |lc| lc, |lc| lc);
     }
 
     let domain = Domain::for_len(assembly.num_constraints)?;
@@ -55,10 +50,7 @@ pub fn setup<C: Circuit<Scalar>>(circuit: C, waste: &ToxicWaste) -> Result<Param
     let mut powers = vec![Scalar::ONE; domain.size()];
     distribute_powers(&mut powers, waste.tau);
     let z_over_delta = domain.vanishing_at(waste.tau) * delta_inv;
-    let h_scalars: Vec<Scalar> = powers[..domain.size() - 1]
-        .par_iter()
-        .map(|p| *p * z_over_delta)
-        .collect();
+    let h_scalars: Vec<Scalar> = powers[..domain.size() - 1].par_iter().map(|p| *p * z_over_delta).collect();
     let mut lagrange = powers;
     intt(&mut lagrange, domain);
 
@@ -70,34 +62,20 @@ pub fn setup<C: Circuit<Scalar>>(circuit: C, waste: &ToxicWaste) -> Result<Param
         at
     };
     let (ni, na) = (assembly.num_inputs, assembly.num_aux);
-    let (at_inputs, bt_inputs, ct_inputs) = (
-        evaluate(&assembly.a_inputs, ni),
-        evaluate(&assembly.b_inputs, ni),
-        evaluate(&assembly.c_inputs, ni),
-    );
-    let (at_aux, bt_aux, ct_aux) = (
-        evaluate(&assembly.a_aux, na),
-        evaluate(&assembly.b_aux, na),
-        evaluate(&assembly.c_aux, na),
-    );
+    let (at_inputs, bt_inputs, ct_inputs) =
+        (evaluate(&assembly.a_inputs, ni), evaluate(&assembly.b_inputs, ni), evaluate(&assembly.c_inputs, ni));
+    let (at_aux, bt_aux, ct_aux) =
+        (evaluate(&assembly.a_aux, na), evaluate(&assembly.b_aux, na), evaluate(&assembly.c_aux, na));
 
     // (beta·A + alpha·B + C) / gamma for inputs (ic), / delta for aux (l).
     let combine = |at: &[Scalar], bt: &[Scalar], ct: &[Scalar], inv: Scalar| -> Vec<Scalar> {
-        (0..at.len())
-            .into_par_iter()
-            .map(|i| (waste.beta * at[i] + waste.alpha * bt[i] + ct[i]) * inv)
-            .collect()
+        (0..at.len()).into_par_iter().map(|i| (waste.beta * at[i] + waste.alpha * bt[i] + ct[i]) * inv).collect()
     };
     let ic_scalars = combine(&at_inputs, &bt_inputs, &ct_inputs, gamma_inv);
     let l_scalars = combine(&at_aux, &bt_aux, &ct_aux, delta_inv);
     // bellperson drops the A and B points at infinity, i.e. those of zero scalars.
     let nonzero = |inputs: &[Scalar], aux: &[Scalar]| -> Vec<Scalar> {
-        inputs
-            .iter()
-            .chain(aux)
-            .filter(|x| !bool::from(x.is_zero()))
-            .copied()
-            .collect()
+        inputs.iter().chain(aux).filter(|x| !bool::from(x.is_zero())).copied().collect()
     };
     let a_scalars = nonzero(&at_inputs, &at_aux);
     let b_scalars = nonzero(&bt_inputs, &bt_aux);
@@ -173,12 +151,10 @@ where
 
     fn mul_all(&self, scalars: &[Scalar]) -> Vec<G::Affine> {
         let mut out = vec![<G::Affine as PrimeCurveAffine>::identity(); scalars.len()];
-        out.par_chunks_mut(POINTS_PER_TASK)
-            .zip(scalars.par_chunks(POINTS_PER_TASK))
-            .for_each(|(out, scalars)| {
-                let projective: Vec<G> = scalars.iter().map(|s| self.mul(s)).collect();
-                G::batch_normalize(&projective, out);
-            });
+        out.par_chunks_mut(POINTS_PER_TASK).zip(scalars.par_chunks(POINTS_PER_TASK)).for_each(|(out, scalars)| {
+            let projective: Vec<G> = scalars.iter().map(|s| self.mul(s)).collect();
+            G::batch_normalize(&projective, out);
+        });
         out
     }
 }
@@ -220,11 +196,7 @@ impl KeyAssembly {
             // A variable that was never allocated would index out of bounds later; it
             // contributes nothing a prover could use, so it is left out.
             if variable < bound {
-                terms.push(Term {
-                    variable,
-                    constraint,
-                    coeff: *coeff,
-                });
+                terms.push(Term { variable, constraint, coeff: *coeff });
             }
         }
     }
@@ -319,24 +291,12 @@ mod tests {
         eprintln!("equals_bellperson_generate_parameters: seed {seed}");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         for (log_n, num_inputs) in [(2, 1), (5, 0), (6, 8), (7, 3)] {
-            let spec = SyntheticSpec {
-                log_n,
-                num_inputs,
-                profile: WitnessProfile::Random,
-                keys: KeyKind::Setup,
-                seed,
-            };
+            let spec = SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Random, keys: KeyKind::Setup, seed };
             let waste = random_waste(&mut rng);
             let ours = setup(spec.circuit(0), &waste).unwrap();
-            assert!(
-                ours == bellperson_setup(&spec, &waste),
-                "log_n {log_n}, {num_inputs} inputs"
-            );
+            assert!(ours == bellperson_setup(&spec, &waste), "log_n {log_n}, {num_inputs} inputs");
             // Negative twin: another tau gives other parameters.
-            let other = ToxicWaste {
-                tau: waste.tau + Scalar::ONE,
-                ..waste
-            };
+            let other = ToxicWaste { tau: waste.tau + Scalar::ONE, ..waste };
             assert!(setup(spec.circuit(0), &other).unwrap() != bellperson_setup(&spec, &waste));
         }
     }
@@ -345,18 +305,9 @@ mod tests {
     fn fixed_base_matches_scalar_multiplication() {
         let mut rng = ChaCha8Rng::seed_from_u64(rand::thread_rng().gen());
         let table = FixedBase::new(G1Projective::generator());
-        for scalar in [
-            Scalar::ZERO,
-            Scalar::ONE,
-            -Scalar::ONE,
-            Scalar::random(&mut rng),
-            Scalar::random(&mut rng),
-        ] {
+        for scalar in [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::random(&mut rng), Scalar::random(&mut rng)] {
             assert_eq!(table.mul(&scalar), G1Projective::generator() * scalar);
         }
-        assert_ne!(
-            table.mul(&Scalar::ONE),
-            G1Projective::generator() * Scalar::from(2u64)
-        );
+        assert_ne!(table.mul(&Scalar::ONE), G1Projective::generator() * Scalar::from(2u64));
     }
 }

@@ -10,11 +10,7 @@ use crate::{Error, Result, Scalar};
 ///
 /// A wrong number of public inputs is an error, not `false`: it means the caller paired the
 /// proof with the wrong key.
-pub fn verify(
-    pvk: &PreparedVerifyingKey<Bls12>,
-    proof: &Proof<Bls12>,
-    public_inputs: &[Scalar],
-) -> Result<bool> {
+pub fn verify(pvk: &PreparedVerifyingKey<Bls12>, proof: &Proof<Bls12>, public_inputs: &[Scalar]) -> Result<bool> {
     bellperson::groth16::verify_proof(pvk, proof, public_inputs).map_err(|err| match err {
         SynthesisError::MalformedVerifyingKey => Error::Synthesis(format!(
             "{} public inputs do not match the verifying key's number of inputs",

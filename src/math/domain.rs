@@ -23,9 +23,7 @@ impl Domain {
             return Err(Error::EmptyCircuit);
         }
         // `checked_next_power_of_two` only fails above 2^63, far beyond any valid domain.
-        let size = len
-            .checked_next_power_of_two()
-            .ok_or(Error::DomainTooLarge { log_n: usize::BITS })?;
+        let size = len.checked_next_power_of_two().ok_or(Error::DomainTooLarge { log_n: usize::BITS })?;
         Domain::from_log_n(size.trailing_zeros())
     }
 
@@ -108,11 +106,7 @@ mod tests {
             let n = 1usize << k;
             assert_eq!(Domain::for_len(n - 1).unwrap().log_n(), k, "len 2^{k}-1");
             assert_eq!(Domain::for_len(n).unwrap().log_n(), k, "len 2^{k}");
-            assert_eq!(
-                Domain::for_len(n + 1).unwrap().log_n(),
-                k + 1,
-                "len 2^{k}+1"
-            );
+            assert_eq!(Domain::for_len(n + 1).unwrap().log_n(), k + 1, "len 2^{k}+1");
         }
         assert_eq!(Domain::for_len(1).unwrap().log_n(), 0);
         assert_eq!(Domain::for_len(2).unwrap().log_n(), 1);
@@ -131,16 +125,10 @@ mod tests {
     #[test]
     fn empty_and_too_large_are_errors() {
         assert!(matches!(Domain::for_len(0), Err(Error::EmptyCircuit)));
-        assert!(matches!(
-            Domain::from_log_n(33),
-            Err(Error::DomainTooLarge { log_n: 33 })
-        ));
+        assert!(matches!(Domain::from_log_n(33), Err(Error::DomainTooLarge { log_n: 33 })));
         assert!(Domain::from_log_n(32).is_ok());
         #[cfg(target_pointer_width = "64")]
-        assert!(matches!(
-            Domain::for_len((1usize << 32) + 1),
-            Err(Error::DomainTooLarge { log_n: 33 })
-        ));
+        assert!(matches!(Domain::for_len((1usize << 32) + 1), Err(Error::DomainTooLarge { log_n: 33 })));
     }
 
     #[test]
@@ -153,17 +141,10 @@ mod tests {
             // ... but omega^(n/2) = -1, so the order is exactly n.
             if log_n > 0 {
                 let half = Domain::from_log_n(log_n - 1).unwrap();
-                assert_eq!(
-                    half.vanishing_at(omega) + Scalar::ONE,
-                    -Scalar::ONE,
-                    "log_n {log_n}"
-                );
+                assert_eq!(half.vanishing_at(omega) + Scalar::ONE, -Scalar::ONE, "log_n {log_n}");
             }
             assert_eq!(omega * domain.omega_inv(), Scalar::ONE);
-            assert_eq!(
-                domain.size_inv() * Scalar::from(domain.size() as u64),
-                Scalar::ONE
-            );
+            assert_eq!(domain.size_inv() * Scalar::from(domain.size() as u64), Scalar::ONE);
         }
     }
 
@@ -172,10 +153,7 @@ mod tests {
         for log_n in 0..=Scalar::S {
             let domain = Domain::from_log_n(log_n).unwrap();
             let z_inv = domain.coset_vanishing_inverse();
-            assert_eq!(
-                z_inv * domain.vanishing_at(Domain::coset_generator()),
-                Scalar::ONE
-            );
+            assert_eq!(z_inv * domain.vanishing_at(Domain::coset_generator()), Scalar::ONE);
         }
     }
 }

@@ -11,6 +11,4 @@ pub mod quotient;
 pub use domain::Domain;
 pub use msm::{msm_g1, msm_g2};
 pub use ntt::{coset_ntt, icoset_ntt, intt, ntt};
-pub use quotient::{
-    from_coset_evaluations, pointwise_quotient_on_coset, quotient_h, to_coset_evaluations,
-};
+pub use quotient::{from_coset_evaluations, pointwise_quotient_on_coset, quotient_h, to_coset_evaluations};

@@ -12,11 +12,7 @@ const MSM_CHUNK: usize = 1 << 20;
 /// `Σ scalars[i] · bases[i]`. The lengths must match (checked in debug builds; in release the
 /// shorter length wins). Identity bases are allowed; empty input gives the identity.
 pub fn msm_g1(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
-    debug_assert_eq!(
-        bases.len(),
-        scalars.len(),
-        "msm_g1: bases and scalars differ in length"
-    );
+    debug_assert_eq!(bases.len(), scalars.len(), "msm_g1: bases and scalars differ in length");
     let n = bases.len().min(scalars.len());
     bases[..n]
         .chunks(MSM_CHUNK)
@@ -31,11 +27,7 @@ pub fn msm_g1(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
 
 /// `Σ scalars[i] · bases[i]` over G2; same contract as [`msm_g1`].
 pub fn msm_g2(bases: &[G2Affine], scalars: &[Scalar]) -> G2Projective {
-    debug_assert_eq!(
-        bases.len(),
-        scalars.len(),
-        "msm_g2: bases and scalars differ in length"
-    );
+    debug_assert_eq!(bases.len(), scalars.len(), "msm_g2: bases and scalars differ in length");
     let n = bases.len().min(scalars.len());
     bases[..n]
         .chunks(MSM_CHUNK)
@@ -62,31 +54,17 @@ mod tests {
     }
 
     fn naive_g1(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
-        bases
-            .iter()
-            .zip(scalars)
-            .map(|(p, s)| G1Projective::from(p) * s)
-            .sum()
+        bases.iter().zip(scalars).map(|(p, s)| G1Projective::from(p) * s).sum()
     }
 
     fn naive_g2(bases: &[G2Affine], scalars: &[Scalar]) -> G2Projective {
-        bases
-            .iter()
-            .zip(scalars)
-            .map(|(p, s)| G2Projective::from(p) * s)
-            .sum()
+        bases.iter().zip(scalars).map(|(p, s)| G2Projective::from(p) * s).sum()
     }
 
     /// Random bases with some identities, and scalars with zeros, ones and minus ones mixed in.
     fn inputs_g1(rng: &mut ChaCha8Rng, n: usize) -> (Vec<G1Affine>, Vec<Scalar>) {
         let bases = (0..n)
-            .map(|i| {
-                if i % 7 == 3 {
-                    G1Affine::identity()
-                } else {
-                    G1Projective::random(&mut *rng).to_affine()
-                }
-            })
+            .map(|i| if i % 7 == 3 { G1Affine::identity() } else { G1Projective::random(&mut *rng).to_affine() })
             .collect();
         (bases, edge_scalars(rng, n))
     }
@@ -107,11 +85,7 @@ mod tests {
         let mut rng = fresh_rng("msm_g1_matches_naive_sum");
         for n in [0usize, 1, 2, 3, 31, 32, 33, 100, 300] {
             let (bases, scalars) = inputs_g1(&mut rng, n);
-            assert_eq!(
-                msm_g1(&bases, &scalars),
-                naive_g1(&bases, &scalars),
-                "n {n}"
-            );
+            assert_eq!(msm_g1(&bases, &scalars), naive_g1(&bases, &scalars), "n {n}");
         }
     }
 
@@ -120,20 +94,10 @@ mod tests {
         let mut rng = fresh_rng("msm_g2_matches_naive_sum");
         for n in [0usize, 1, 2, 33, 100] {
             let bases: Vec<G2Affine> = (0..n)
-                .map(|i| {
-                    if i % 7 == 3 {
-                        G2Affine::identity()
-                    } else {
-                        G2Projective::random(&mut rng).to_affine()
-                    }
-                })
+                .map(|i| if i % 7 == 3 { G2Affine::identity() } else { G2Projective::random(&mut rng).to_affine() })
                 .collect();
             let scalars = edge_scalars(&mut rng, n);
-            assert_eq!(
-                msm_g2(&bases, &scalars),
-                naive_g2(&bases, &scalars),
-                "n {n}"
-            );
+            assert_eq!(msm_g2(&bases, &scalars), naive_g2(&bases, &scalars), "n {n}");
         }
     }
 

@@ -45,30 +45,23 @@ pub fn icoset_ntt(v: &mut [Scalar], domain: Domain) {
 
 /// `v[i] *= g^i`: turns p(x) into p(g·x).
 pub fn distribute_powers(v: &mut [Scalar], g: Scalar) {
-    v.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(chunk_index, chunk)| {
-            let mut power = g.pow_vartime([(chunk_index * CHUNK) as u64]);
-            for x in chunk {
-                *x *= power;
-                power *= g;
-            }
-        });
+    v.par_chunks_mut(CHUNK).enumerate().for_each(|(chunk_index, chunk)| {
+        let mut power = g.pow_vartime([(chunk_index * CHUNK) as u64]);
+        for x in chunk {
+            *x *= power;
+            power *= g;
+        }
+    });
 }
 
 fn scale(v: &mut [Scalar], factor: Scalar) {
-    v.par_chunks_mut(CHUNK)
-        .for_each(|chunk| chunk.iter_mut().for_each(|x| *x *= factor));
+    v.par_chunks_mut(CHUNK).for_each(|chunk| chunk.iter_mut().for_each(|x| *x *= factor));
 }
 
 /// Iterative Cooley–Tukey: bit-reversal permutation, then `log_n` butterfly layers.
 fn transform(v: &mut [Scalar], domain: Domain, root: Scalar) {
     let n = domain.size();
-    assert_eq!(
-        v.len(),
-        n,
-        "an NTT over a domain of {n} needs exactly {n} values"
-    );
+    assert_eq!(v.len(), n, "an NTT over a domain of {n} needs exactly {n} values");
     if n == 1 {
         return;
     }
@@ -82,22 +75,19 @@ fn transform(v: &mut [Scalar], domain: Domain, root: Scalar) {
         let stride = n / (2 * half);
         let blocks = n / (2 * half);
         if !parallel {
-            v.chunks_mut(2 * half)
-                .for_each(|block| butterfly_block(block, &twiddles, stride));
+            v.chunks_mut(2 * half).for_each(|block| butterfly_block(block, &twiddles, stride));
         } else if blocks >= rayon::current_num_threads() * 4 {
             // Many small blocks: one task per group of blocks.
-            v.par_chunks_mut(2 * half)
-                .for_each(|block| butterfly_block(block, &twiddles, stride));
+            v.par_chunks_mut(2 * half).for_each(|block| butterfly_block(block, &twiddles, stride));
         } else {
             // Few large blocks: split each block's butterflies across tasks.
             for block in v.chunks_mut(2 * half) {
                 let (lo, hi) = block.split_at_mut(half);
-                lo.par_chunks_mut(CHUNK)
-                    .zip(hi.par_chunks_mut(CHUNK))
-                    .enumerate()
-                    .for_each(|(chunk_index, (lo, hi))| {
+                lo.par_chunks_mut(CHUNK).zip(hi.par_chunks_mut(CHUNK)).enumerate().for_each(
+                    |(chunk_index, (lo, hi))| {
                         butterflies(lo, hi, chunk_index * CHUNK, &twiddles, stride);
-                    });
+                    },
+                );
             }
         }
         half *= 2;
@@ -110,13 +100,7 @@ fn butterfly_block(block: &mut [Scalar], twiddles: &[Scalar], stride: usize) {
 }
 
 /// `(lo, hi) ← (lo + w·hi, lo − w·hi)` with `w = twiddles[(first + k) * stride]`.
-fn butterflies(
-    lo: &mut [Scalar],
-    hi: &mut [Scalar],
-    first: usize,
-    twiddles: &[Scalar],
-    stride: usize,
-) {
+fn butterflies(lo: &mut [Scalar], hi: &mut [Scalar], first: usize, twiddles: &[Scalar], stride: usize) {
     for (k, (x, y)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
         let t = *y * twiddles[(first + k) * stride];
         *y = *x - t;
@@ -164,10 +148,7 @@ mod tests {
         let mut point = shift;
         (0..domain.size())
             .map(|_| {
-                let value = coeffs
-                    .iter()
-                    .rev()
-                    .fold(Scalar::ZERO, |acc, c| acc * point + c);
+                let value = coeffs.iter().rev().fold(Scalar::ZERO, |acc, c| acc * point + c);
                 point *= omega;
                 value
             })
@@ -182,19 +163,11 @@ mod tests {
             let coeffs = random_vec(&mut rng, domain.size());
             let mut v = coeffs.clone();
             ntt(&mut v, domain);
-            assert_eq!(
-                v,
-                naive_evaluations(&coeffs, domain, Scalar::ONE),
-                "log_n {log_n}"
-            );
+            assert_eq!(v, naive_evaluations(&coeffs, domain, Scalar::ONE), "log_n {log_n}");
 
             let mut v = coeffs.clone();
             coset_ntt(&mut v, domain);
-            assert_eq!(
-                v,
-                naive_evaluations(&coeffs, domain, Domain::coset_generator()),
-                "coset, log_n {log_n}"
-            );
+            assert_eq!(v, naive_evaluations(&coeffs, domain, Domain::coset_generator()), "coset, log_n {log_n}");
         }
     }
 
@@ -252,10 +225,7 @@ mod tests {
         let omega = domain.omega();
         for i in [0usize, 1, 7, 1000, 4095] {
             let point = omega.pow_vartime([i as u64]);
-            let expected = coeffs
-                .iter()
-                .rev()
-                .fold(Scalar::ZERO, |acc, c| acc * point + c);
+            let expected = coeffs.iter().rev().fold(Scalar::ZERO, |acc, c| acc * point + c);
             assert_eq!(fast[i], expected, "index {i}");
         }
     }

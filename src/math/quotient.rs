@@ -18,11 +18,7 @@ use crate::{Error, Result, Scalar};
 ///
 /// `a`, `b` and `c` are the constraint evaluations of one witness (equal lengths); they are
 /// zero-padded to the domain here.
-pub fn quotient_h(
-    mut a: Vec<Scalar>,
-    mut b: Vec<Scalar>,
-    mut c: Vec<Scalar>,
-) -> Result<Vec<Scalar>> {
+pub fn quotient_h(mut a: Vec<Scalar>, mut b: Vec<Scalar>, mut c: Vec<Scalar>) -> Result<Vec<Scalar>> {
     if a.len() != b.len() || a.len() != c.len() {
         return Err(Error::Synthesis(format!(
             "the constraint evaluations differ in length: a {}, b {}, c {}",
@@ -34,12 +30,7 @@ pub fn quotient_h(
     let domain = Domain::for_len(a.len())?;
     rayon::join(
         || to_coset_evaluations(&mut a, domain),
-        || {
-            rayon::join(
-                || to_coset_evaluations(&mut b, domain),
-                || to_coset_evaluations(&mut c, domain),
-            )
-        },
+        || rayon::join(|| to_coset_evaluations(&mut b, domain), || to_coset_evaluations(&mut c, domain)),
     );
     pointwise_quotient_on_coset(&mut a, &b, &c, domain);
     // b and c are no longer needed; free them before the last transform to bound peak memory.
@@ -64,13 +55,9 @@ pub fn to_coset_evaluations(v: &mut Vec<Scalar>, domain: Domain) {
 pub fn pointwise_quotient_on_coset(a: &mut [Scalar], b: &[Scalar], c: &[Scalar], domain: Domain) {
     debug_assert!(a.len() == b.len() && a.len() == c.len());
     let z_inv = domain.coset_vanishing_inverse();
-    a.par_iter_mut()
-        .zip(b.par_iter())
-        .zip(c.par_iter())
-        .with_min_len(1 << 10)
-        .for_each(|((a, b), c)| {
-            *a = (*a * b - c) * z_inv;
-        });
+    a.par_iter_mut().zip(b.par_iter()).zip(c.par_iter()).with_min_len(1 << 10).for_each(|((a, b), c)| {
+        *a = (*a * b - c) * z_inv;
+    });
 }
 
 /// Evaluations on the coset g·H → coefficients.
@@ -97,10 +84,7 @@ mod tests {
 
     /// Evaluations a, b on H of random polynomials, and c = a·b on H, so that a·b − c
     /// vanishes on H (what a satisfied witness gives). Returns the interpolated coefficients too.
-    fn satisfied_evaluations(
-        rng: &mut ChaCha8Rng,
-        len: usize,
-    ) -> (Vec<Scalar>, Vec<Scalar>, Vec<Scalar>) {
+    fn satisfied_evaluations(rng: &mut ChaCha8Rng, len: usize) -> (Vec<Scalar>, Vec<Scalar>, Vec<Scalar>) {
         let a: Vec<Scalar> = (0..len).map(|_| Scalar::random(&mut *rng)).collect();
         let b: Vec<Scalar> = (0..len).map(|_| Scalar::random(&mut *rng)).collect();
         let c = a.iter().zip(&b).map(|(a, b)| *a * b).collect();
@@ -123,11 +107,7 @@ mod tests {
             let h = quotient_h(a.clone(), b.clone(), c.clone()).unwrap();
             assert_eq!(h.len(), domain.size() - 1, "len {len}");
 
-            let (pa, pb, pc) = (
-                interpolate(a, domain),
-                interpolate(b, domain),
-                interpolate(c, domain),
-            );
+            let (pa, pb, pc) = (interpolate(a, domain), interpolate(b, domain), interpolate(c, domain));
             let x = Scalar::random(&mut rng);
             let lhs = horner(&pa, x) * horner(&pb, x) - horner(&pc, x);
             let rhs = horner(&h, x) * domain.vanishing_at(x);
@@ -144,16 +124,9 @@ mod tests {
         c[37] += Scalar::ONE;
         let domain = Domain::for_len(len).unwrap();
         let h = quotient_h(a.clone(), b.clone(), c.clone()).unwrap();
-        let (pa, pb, pc) = (
-            interpolate(a, domain),
-            interpolate(b, domain),
-            interpolate(c, domain),
-        );
+        let (pa, pb, pc) = (interpolate(a, domain), interpolate(b, domain), interpolate(c, domain));
         let x = Scalar::random(&mut rng);
-        assert_ne!(
-            horner(&pa, x) * horner(&pb, x) - horner(&pc, x),
-            horner(&h, x) * domain.vanishing_at(x)
-        );
+        assert_ne!(horner(&pa, x) * horner(&pb, x) - horner(&pc, x), horner(&h, x) * domain.vanishing_at(x));
     }
 
     #[test]
@@ -168,24 +141,14 @@ mod tests {
         }
         pointwise_quotient_on_coset(&mut a, &b, &c, domain);
         from_coset_evaluations(&mut a, domain);
-        assert_eq!(
-            a[domain.size() - 1],
-            Scalar::ZERO,
-            "the top coefficient of h is zero"
-        );
+        assert_eq!(a[domain.size() - 1], Scalar::ZERO, "the top coefficient of h is zero");
         assert_eq!(&a[..domain.size() - 1], &whole[..]);
     }
 
     #[test]
     fn mismatched_and_empty_inputs_are_errors() {
         let one = Scalar::ONE;
-        assert!(matches!(
-            quotient_h(vec![one; 3], vec![one; 2], vec![one; 3]),
-            Err(Error::Synthesis(_))
-        ));
-        assert!(matches!(
-            quotient_h(vec![], vec![], vec![]),
-            Err(Error::EmptyCircuit)
-        ));
+        assert!(matches!(quotient_h(vec![one; 3], vec![one; 2], vec![one; 3]), Err(Error::Synthesis(_))));
+        assert!(matches!(quotient_h(vec![], vec![], vec![]), Err(Error::EmptyCircuit)));
     }
 }

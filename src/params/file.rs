@@ -108,13 +108,8 @@ impl Section {
 }
 
 /// The sections after the verifying key, in file order.
-const SECTIONS: [(&str, Group); 5] = [
-    ("h", Group::G1),
-    ("l", Group::G1),
-    ("a", Group::G1),
-    ("b_g1", Group::G1),
-    ("b_g2", Group::G2),
-];
+const SECTIONS: [(&str, Group); 5] =
+    [("h", Group::G1), ("l", Group::G1), ("a", Group::G1), ("b_g1", Group::G1), ("b_g2", Group::G2)];
 
 /// A memory-mapped `.params` file whose layout has been validated.
 pub struct ParamsFile {
@@ -176,14 +171,7 @@ impl ParamsFile {
     /// How many points each section holds.
     pub fn counts(&self) -> ParamsCounts {
         let [h, l, a, b_g1, b_g2] = self.sections.map(|s| s.count);
-        ParamsCounts {
-            ic: self.ic_count,
-            h,
-            l,
-            a,
-            b_g1,
-            b_g2,
-        }
+        ParamsCounts { ic: self.ic_count, h, l, a, b_g1, b_g2 }
     }
 
     /// The verifying key, decoded and checked at open.
@@ -194,9 +182,7 @@ impl ParamsFile {
     /// Decodes every point (in parallel) into a proving key. The key is built once and shared
     /// by later calls, so proving many times from one file pays for decoding once.
     pub fn proving_key(&self) -> Result<Arc<ProvingKey>> {
-        self.proving_key
-            .get_or_try_init(|| self.decode_proving_key())
-            .cloned()
+        self.proving_key.get_or_try_init(|| self.decode_proving_key()).cloned()
     }
 
     fn decode_proving_key(&self) -> Result<Arc<ProvingKey>> {
@@ -222,12 +208,8 @@ impl ParamsFile {
         (0..section.count)
             .into_par_iter()
             .map(|i| {
-                decode(
-                    section.point_bytes(&self.map, i),
-                    Subgroup::Trusted,
-                    Identity::Forbidden,
-                )
-                .map_err(|why| invalid_point(section.name, i, why))
+                decode(section.point_bytes(&self.map, i), Subgroup::Trusted, Identity::Forbidden)
+                    .map_err(|why| invalid_point(section.name, i, why))
             })
             .collect()
     }
@@ -268,11 +250,7 @@ impl ParameterSource<Bls12> for &ParamsFile {
         Ok((self.proving_key().map_err(to_synthesis)?.l.clone(), 0))
     }
 
-    fn get_a(
-        &self,
-        num_inputs: usize,
-        _num_aux: usize,
-    ) -> Result<(Self::G1Builder, Self::G1Builder), SynthesisError> {
+    fn get_a(&self, num_inputs: usize, _num_aux: usize) -> Result<(Self::G1Builder, Self::G1Builder), SynthesisError> {
         let a = self.proving_key().map_err(to_synthesis)?.a.clone();
         Ok(((a.clone(), 0), (a, num_inputs)))
     }
@@ -298,17 +276,11 @@ impl ParameterSource<Bls12> for &ParamsFile {
 
 /// bellperson's trait speaks `SynthesisError`; an I/O error carries our message through it.
 fn to_synthesis(err: Error) -> SynthesisError {
-    SynthesisError::IoError(std::io::Error::new(
-        std::io::ErrorKind::InvalidData,
-        err.to_string(),
-    ))
+    SynthesisError::IoError(std::io::Error::new(std::io::ErrorKind::InvalidData, err.to_string()))
 }
 
 fn file_error(path: &Path, reason: String) -> Error {
-    Error::ParamsFile {
-        path: path.display().to_string(),
-        reason,
-    }
+    Error::ParamsFile { path: path.display().to_string(), reason }
 }
 
 fn invalid_point(section: &str, index: usize, why: PointError) -> Error {
@@ -322,10 +294,7 @@ fn map_file(path: &Path) -> Result<Mmap> {
     let len = file.metadata().map_err(|e| Error::io(context(), e))?.len();
     if len == 0 {
         // Mapping zero bytes fails on some platforms; say what is wrong instead.
-        return Err(file_error(
-            path,
-            "not a .params file: the file is empty".into(),
-        ));
+        return Err(file_error(path, "not a .params file: the file is empty".into()));
     }
     // SAFETY: the map is read-only and private to this value. Like bellperson's
     // MappedParameters, we rely on nobody truncating or rewriting the file while it is
@@ -371,10 +340,7 @@ impl Layout {
                 len - cursor
             ));
         }
-        Ok(Layout {
-            ic_count: ic.count,
-            sections,
-        })
+        Ok(Layout { ic_count: ic.count, sections })
     }
 }
 
@@ -407,12 +373,7 @@ fn read_section(
     // `needed <= available`, a usize, so neither conversion can fail or overflow.
     let count = declared as usize;
     *cursor = offset + needed as usize;
-    Ok(Section {
-        name,
-        group,
-        offset,
-        count,
-    })
+    Ok(Section { name, group, offset, count })
 }
 
 /// A first look at the file's first bytes: whether they encode a point of G1's curve at all
@@ -425,15 +386,12 @@ fn looks_like_g1(bytes: &[u8]) -> bool {
 /// Only `ic` forbids the point at infinity, as in bellperson; a delta at infinity is refused
 /// by the prover, which can name the problem precisely.
 fn decode_verifying_key(map: &[u8], ic_count: usize) -> Result<VerifyingKey<Bls12>> {
-    let vk_point =
-        |name: &str, why: PointError| Error::InvalidPoint(format!("verifying key, {name}: {why}"));
+    let vk_point = |name: &str, why: PointError| Error::InvalidPoint(format!("verifying key, {name}: {why}"));
     let g1_at = |at: usize, name: &str| {
-        decode_g1(&map[at..at + G1_LEN], Subgroup::Check, Identity::Allowed)
-            .map_err(|why| vk_point(name, why))
+        decode_g1(&map[at..at + G1_LEN], Subgroup::Check, Identity::Allowed).map_err(|why| vk_point(name, why))
     };
     let g2_at = |at: usize, name: &str| {
-        decode_g2(&map[at..at + G2_LEN], Subgroup::Check, Identity::Allowed)
-            .map_err(|why| vk_point(name, why))
+        decode_g2(&map[at..at + G2_LEN], Subgroup::Check, Identity::Allowed).map_err(|why| vk_point(name, why))
     };
     let alpha_g1 = g1_at(0, "alpha_g1")?;
     let beta_g1 = g1_at(G1_LEN, "beta_g1")?;
@@ -442,32 +400,15 @@ fn decode_verifying_key(map: &[u8], ic_count: usize) -> Result<VerifyingKey<Bls1
     let delta_g1 = g1_at(2 * G1_LEN + 2 * G2_LEN, "delta_g1")?;
     let delta_g2 = g2_at(3 * G1_LEN + 2 * G2_LEN, "delta_g2")?;
 
-    let ic_section = Section {
-        name: "ic",
-        group: Group::G1,
-        offset: VK_FIXED_LEN + COUNT_LEN,
-        count: ic_count,
-    };
+    let ic_section = Section { name: "ic", group: Group::G1, offset: VK_FIXED_LEN + COUNT_LEN, count: ic_count };
     let ic = (0..ic_count)
         .into_par_iter()
         .map(|i| {
-            decode_g1(
-                ic_section.point_bytes(map, i),
-                Subgroup::Check,
-                Identity::Forbidden,
-            )
-            .map_err(|why| invalid_point("ic", i, why))
+            decode_g1(ic_section.point_bytes(map, i), Subgroup::Check, Identity::Forbidden)
+                .map_err(|why| invalid_point("ic", i, why))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(VerifyingKey {
-        alpha_g1,
-        beta_g1,
-        beta_g2,
-        gamma_g2,
-        delta_g1,
-        delta_g2,
-        ic,
-    })
+    Ok(VerifyingKey { alpha_g1, beta_g1, beta_g2, gamma_g2, delta_g1, delta_g2, ic })
 }
 
 /// Whether decoding checks the prime-order subgroup (the expensive part) or trusts an earlier
@@ -520,11 +461,7 @@ fn check_flags(bytes: &[u8]) -> std::result::Result<bool, PointError> {
     }
     if flags & FLAG_INFINITY != 0 {
         let rest_zero = bytes[0] & !FLAG_INFINITY == 0 && bytes[1..].iter().all(|&b| b == 0);
-        return if rest_zero {
-            Ok(true)
-        } else {
-            Err(PointError::BadInfinity)
-        };
+        return if rest_zero { Ok(true) } else { Err(PointError::BadInfinity) };
     }
     if flags & FLAG_SORT != 0 {
         return Err(PointError::SortFlag);
@@ -544,11 +481,7 @@ fn classify_failure(bytes: &[u8]) -> PointError {
     });
     if !canonical {
         PointError::NonCanonical
-    } else if bytes[..FP_LEN]
-        .iter()
-        .enumerate()
-        .all(|(i, &b)| if i == 0 { b & 0x1f == 0 } else { b == 0 })
-    {
+    } else if bytes[..FP_LEN].iter().enumerate().all(|(i, &b)| if i == 0 { b & 0x1f == 0 } else { b == 0 }) {
         // blst refuses x = 0 as "not in the group": (0, ±2) is on G1's curve but has order 3.
         PointError::NotInSubgroup
     } else {
@@ -556,11 +489,7 @@ fn classify_failure(bytes: &[u8]) -> PointError {
     }
 }
 
-fn decode_g1(
-    bytes: &[u8],
-    subgroup: Subgroup,
-    identity: Identity,
-) -> std::result::Result<G1Affine, PointError> {
+fn decode_g1(bytes: &[u8], subgroup: Subgroup, identity: Identity) -> std::result::Result<G1Affine, PointError> {
     let bytes: &[u8; G1_LEN] = bytes.try_into().map_err(|_| PointError::NotOnCurve)?;
     if check_flags(bytes)? {
         return match identity {
@@ -568,19 +497,15 @@ fn decode_g1(
             Identity::Forbidden => Err(PointError::Identity),
         };
     }
-    let point: G1Affine = Option::from(G1Affine::from_uncompressed_unchecked(bytes))
-        .ok_or_else(|| classify_failure(bytes))?;
+    let point: G1Affine =
+        Option::from(G1Affine::from_uncompressed_unchecked(bytes)).ok_or_else(|| classify_failure(bytes))?;
     if subgroup == Subgroup::Check && !bool::from(point.is_torsion_free()) {
         return Err(PointError::NotInSubgroup);
     }
     Ok(point)
 }
 
-fn decode_g2(
-    bytes: &[u8],
-    subgroup: Subgroup,
-    identity: Identity,
-) -> std::result::Result<G2Affine, PointError> {
+fn decode_g2(bytes: &[u8], subgroup: Subgroup, identity: Identity) -> std::result::Result<G2Affine, PointError> {
     let bytes: &[u8; G2_LEN] = bytes.try_into().map_err(|_| PointError::NotOnCurve)?;
     if check_flags(bytes)? {
         return match identity {
@@ -588,8 +513,8 @@ fn decode_g2(
             Identity::Forbidden => Err(PointError::Identity),
         };
     }
-    let point: G2Affine = Option::from(G2Affine::from_uncompressed_unchecked(bytes))
-        .ok_or_else(|| classify_failure(bytes))?;
+    let point: G2Affine =
+        Option::from(G2Affine::from_uncompressed_unchecked(bytes)).ok_or_else(|| classify_failure(bytes))?;
     if subgroup == Subgroup::Check && !bool::from(point.is_torsion_free()) {
         return Err(PointError::NotInSubgroup);
     }
@@ -604,24 +529,12 @@ mod tests {
     #[test]
     fn generator_round_trips_and_identity_follows_the_rule() {
         let g = G1Affine::generator();
-        assert_eq!(
-            decode_g1(&g.to_uncompressed(), Subgroup::Check, Identity::Forbidden),
-            Ok(g)
-        );
+        assert_eq!(decode_g1(&g.to_uncompressed(), Subgroup::Check, Identity::Forbidden), Ok(g));
         let zero = G1Affine::identity().to_uncompressed();
-        assert_eq!(
-            decode_g1(&zero, Subgroup::Check, Identity::Allowed),
-            Ok(G1Affine::identity())
-        );
-        assert_eq!(
-            decode_g1(&zero, Subgroup::Check, Identity::Forbidden),
-            Err(PointError::Identity)
-        );
+        assert_eq!(decode_g1(&zero, Subgroup::Check, Identity::Allowed), Ok(G1Affine::identity()));
+        assert_eq!(decode_g1(&zero, Subgroup::Check, Identity::Forbidden), Err(PointError::Identity));
         let g2 = (G2Affine::generator().to_curve() + G2Affine::generator().to_curve()).to_affine();
-        assert_eq!(
-            decode_g2(&g2.to_uncompressed(), Subgroup::Check, Identity::Forbidden),
-            Ok(g2)
-        );
+        assert_eq!(decode_g2(&g2.to_uncompressed(), Subgroup::Check, Identity::Forbidden), Ok(g2));
     }
 
     #[test]
@@ -629,30 +542,18 @@ mod tests {
         let g = G1Affine::generator().to_uncompressed();
         let mut compressed = g;
         compressed[0] |= FLAG_COMPRESSED;
-        assert_eq!(
-            decode_g1(&compressed, Subgroup::Check, Identity::Allowed),
-            Err(PointError::Compressed)
-        );
+        assert_eq!(decode_g1(&compressed, Subgroup::Check, Identity::Allowed), Err(PointError::Compressed));
         let mut off_curve = g;
         off_curve[95] ^= 1;
-        assert_eq!(
-            decode_g1(&off_curve, Subgroup::Check, Identity::Allowed),
-            Err(PointError::NotOnCurve)
-        );
+        assert_eq!(decode_g1(&off_curve, Subgroup::Check, Identity::Allowed), Err(PointError::NotOnCurve));
         let mut too_big = g;
         too_big[48..].fill(0xff);
         too_big[48] = 0x1f;
-        assert_eq!(
-            decode_g1(&too_big, Subgroup::Check, Identity::Allowed),
-            Err(PointError::NonCanonical)
-        );
+        assert_eq!(decode_g1(&too_big, Subgroup::Check, Identity::Allowed), Err(PointError::NonCanonical));
         let mut bad_infinity = [0u8; G1_LEN];
         bad_infinity[0] = FLAG_INFINITY;
         bad_infinity[7] = 1;
-        assert_eq!(
-            decode_g1(&bad_infinity, Subgroup::Check, Identity::Allowed),
-            Err(PointError::BadInfinity)
-        );
+        assert_eq!(decode_g1(&bad_infinity, Subgroup::Check, Identity::Allowed), Err(PointError::BadInfinity));
     }
 
     #[test]
@@ -661,9 +562,6 @@ mod tests {
         map[..G1_LEN].copy_from_slice(&G1Affine::generator().to_uncompressed());
         map.extend_from_slice(&u32::MAX.to_be_bytes());
         let err = Layout::parse(&map).err().expect("refused");
-        assert!(
-            err.contains("section ic declares 4294967295 points"),
-            "{err}"
-        );
+        assert!(err.contains("section ic declares 4294967295 points"), "{err}");
     }
 }

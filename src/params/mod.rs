@@ -65,10 +65,7 @@ impl ProvingKey {
     ///
     /// Works for `&Parameters<Bls12>` (shares its vectors, no copy) and
     /// `&MappedParameters<Bls12>` (reads the points from the file).
-    pub fn from_source<P: ParameterSource<Bls12>>(
-        source: P,
-        shape: &WitnessShape,
-    ) -> Result<Arc<ProvingKey>> {
+    pub fn from_source<P: ParameterSource<Bls12>>(source: P, shape: &WitnessShape) -> Result<Arc<ProvingKey>> {
         let domain = Domain::for_len(shape.num_constraints)?;
         let vk = source.get_vk(shape.num_inputs)?.clone();
         let h = whole_from("h", source.get_h(domain.size() - 1)?.get())?;
@@ -76,28 +73,11 @@ impl ProvingKey {
         let (a_inputs, a_aux) = source.get_a(shape.num_inputs, shape.a_aux_total)?;
         let a = join_split("a", a_inputs.get(), shape.num_inputs, a_aux.get())?;
         let (b_g1_inputs, b_g1_aux) = source.get_b_g1(shape.b_input_total, shape.b_aux_total)?;
-        let b_g1 = join_split(
-            "b_g1",
-            b_g1_inputs.get(),
-            shape.b_input_total,
-            b_g1_aux.get(),
-        )?;
+        let b_g1 = join_split("b_g1", b_g1_inputs.get(), shape.b_input_total, b_g1_aux.get())?;
         let (b_g2_inputs, b_g2_aux) = source.get_b_g2(shape.b_input_total, shape.b_aux_total)?;
-        let b_g2 = join_split(
-            "b_g2",
-            b_g2_inputs.get(),
-            shape.b_input_total,
-            b_g2_aux.get(),
-        )?;
+        let b_g2 = join_split("b_g2", b_g2_inputs.get(), shape.b_input_total, b_g2_aux.get())?;
 
-        let key = ProvingKey {
-            vk,
-            h,
-            l,
-            a,
-            b_g1,
-            b_g2,
-        };
+        let key = ProvingKey { vk, h, l, a, b_g1, b_g2 };
         key.check_shape(shape)?;
         Ok(Arc::new(key))
     }
@@ -120,30 +100,15 @@ impl ProvingKey {
         let domain = Domain::for_len(shape.num_constraints)?;
         let b_total = shape.b_input_total + shape.b_aux_total;
         let expected = [
-            (
-                "vk.ic (public inputs incl. ONE)",
-                self.vk.ic.len(),
-                shape.num_inputs,
-            ),
+            ("vk.ic (public inputs incl. ONE)", self.vk.ic.len(), shape.num_inputs),
             ("h (domain size - 1)", self.h.len(), domain.size() - 1),
             ("l (aux variables)", self.l.len(), shape.num_aux),
-            (
-                "a (inputs + aux in A)",
-                self.a.len(),
-                shape.num_inputs + shape.a_aux_total,
-            ),
+            ("a (inputs + aux in A)", self.a.len(), shape.num_inputs + shape.a_aux_total),
             ("b_g1 (inputs and aux in B)", self.b_g1.len(), b_total),
             ("b_g2 (inputs and aux in B)", self.b_g2.len(), b_total),
         ];
-        match expected
-            .into_iter()
-            .find(|(_, in_params, in_circuit)| in_params != in_circuit)
-        {
-            Some((what, in_params, in_circuit)) => Err(Error::ParamsMismatch {
-                what,
-                in_params,
-                in_circuit,
-            }),
+        match expected.into_iter().find(|(_, in_params, in_circuit)| in_params != in_circuit) {
+            Some((what, in_params, in_circuit)) => Err(Error::ParamsMismatch { what, in_params, in_circuit }),
             None => Ok(()),
         }
     }
@@ -161,20 +126,13 @@ impl ProvingKey {
 }
 
 /// A source hands back `(vector, offset)`; the query is everything from the offset on.
-fn whole_from<G: Clone>(
-    what: &'static str,
-    (points, offset): (Arc<Vec<G>>, usize),
-) -> Result<Arc<Vec<G>>> {
+fn whole_from<G: Clone>(what: &'static str, (points, offset): (Arc<Vec<G>>, usize)) -> Result<Arc<Vec<G>>> {
     if offset == 0 {
         return Ok(points);
     }
     match points.get(offset..) {
         Some(tail) => Ok(Arc::new(tail.to_vec())),
-        None => Err(Error::ParamsMismatch {
-            what,
-            in_params: points.len(),
-            in_circuit: offset,
-        }),
+        None => Err(Error::ParamsMismatch { what, in_params: points.len(), in_circuit: offset }),
     }
 }
 
@@ -191,17 +149,11 @@ fn join_split<G: Clone>(
     if contiguous && aux_offset <= aux.len() {
         return Ok(aux);
     }
-    let too_short = |have: usize, need: usize| Error::ParamsMismatch {
-        what,
-        in_params: have,
-        in_circuit: need,
-    };
+    let too_short = |have: usize, need: usize| Error::ParamsMismatch { what, in_params: have, in_circuit: need };
     let input_points = inputs
         .get(input_offset..input_offset + num_inputs)
         .ok_or_else(|| too_short(inputs.len().saturating_sub(input_offset), num_inputs))?;
-    let aux_points = aux
-        .get(aux_offset..)
-        .ok_or_else(|| too_short(aux.len(), aux_offset))?;
+    let aux_points = aux.get(aux_offset..).ok_or_else(|| too_short(aux.len(), aux_offset))?;
     let mut joined = Vec::with_capacity(input_points.len() + aux_points.len());
     joined.extend_from_slice(input_points);
     joined.extend_from_slice(aux_points);

@@ -41,7 +41,11 @@ impl std::str::FromStr for DeviceSelection {
             return Ok(DeviceSelection::All);
         }
         s.split(',')
-            .map(|d| d.trim().parse::<usize>().map_err(|_| Error::Config(format!("bad device list {s:?}: use `all` or `0,1`"))))
+            .map(|d| {
+                d.trim()
+                    .parse::<usize>()
+                    .map_err(|_| Error::Config(format!("bad device list {s:?}: use `all` or `0,1`")))
+            })
             .collect::<Result<Vec<_>>>()
             .map(DeviceSelection::Only)
     }
@@ -214,10 +218,15 @@ impl Prover {
             let faulty = faults.is_enabled() && config.fault_devices.as_ref().is_none_or(|d| d.contains(&ordinal));
             let wrapped = if faulty { FaultyDevice::wrap(device.clone(), faults.clone()) } else { device.clone() };
             let capacity = device.info().capacity_bytes;
-            let budget = config.budget_bytes_override.unwrap_or(capacity.saturating_sub(config.memory_reserve_bytes.min(capacity / 2)));
+            let budget = config
+                .budget_bytes_override
+                .unwrap_or(capacity.saturating_sub(config.memory_reserve_bytes.min(capacity / 2)));
             let workers = config.workers_by_device.get(&ordinal).copied().unwrap_or(config.workers_per_device);
             let (in_flight, timeline) = (config.in_flight, timeline.clone());
-            pipelines.push(system.run(move || DevicePipeline::start(wrapped, budget, workers, in_flight, timeline))??);
+            let device_faults = if faulty { faults.clone() } else { FaultInjector::disabled() };
+            pipelines.push(
+                system.run(move || DevicePipeline::start(wrapped, budget, workers, in_flight, timeline, device_faults))??,
+            );
         }
         let (submit, incoming) = unbounded();
         let stopping = Arc::new(AtomicBool::new(false));
@@ -226,7 +235,6 @@ impl Prover {
             incoming,
             pipelines: pipelines.clone(),
             limiter: limiter.clone(),
-            faults: faults.clone(),
             timeline: timeline.clone(),
             stopping: stopping.clone(),
             next_partition_id: Arc::new(AtomicUsize::new(0)),

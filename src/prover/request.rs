@@ -19,7 +19,20 @@ use crate::params::ProvingKey;
 
 /// How urgent a request is. A waiting partition of higher priority is admitted before any
 /// waiting partition of lower priority; running work is never interrupted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     Low,

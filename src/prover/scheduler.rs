@@ -12,7 +12,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use super::request::{InFlightLimiter, Ticket};
 use crate::actors::messages::PartitionJob;
 use crate::actors::DevicePipeline;
-use crate::backend::faults::FaultInjector;
 use crate::backend::FailureSlot;
 use crate::error::Error;
 use crate::timeline::TimelineRecorder;
@@ -51,7 +50,6 @@ pub struct Scheduler {
     pub incoming: Receiver<Ticket>,
     pub pipelines: Vec<Arc<DevicePipeline>>,
     pub limiter: InFlightLimiter,
-    pub faults: Arc<FaultInjector>,
     pub timeline: TimelineRecorder,
     pub stopping: Arc<AtomicBool>,
     pub next_partition_id: Arc<AtomicUsize>,
@@ -134,7 +132,12 @@ impl Scheduler {
         }
     }
 
-    fn job(&self, ticket: Ticket, pipeline: Arc<DevicePipeline>, token: super::request::InFlightToken) -> Box<PartitionJob> {
+    fn job(
+        &self,
+        ticket: Ticket,
+        pipeline: Arc<DevicePipeline>,
+        token: super::request::InFlightToken,
+    ) -> Box<PartitionJob> {
         let request = ticket.request;
         let log_n = ticket.witness.domain().map(|d| d.log_n()).unwrap_or(0);
         Box::new(PartitionJob {
@@ -147,9 +150,9 @@ impl Scheduler {
             witness: ticket.witness,
             log_n,
             worker: pipeline.next_worker(),
+            faults: pipeline.faults.clone(),
             pipeline,
             failure: FailureSlot::new(),
-            faults: self.faults.clone(),
             timeline: self.timeline.clone(),
             attempt: ticket.attempt,
             avoid: ticket.avoid,

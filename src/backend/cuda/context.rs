@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use blstrs::{G1Affine, G2Affine, Scalar};
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::{self, CUresult};
-use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
 use super::raw;
@@ -180,12 +182,13 @@ impl GpuContext {
         // `Drop` of the returned value, which the caller keeps no longer than the memory.
         match unsafe { raw::host_register(ptr, len) } {
             Ok(()) => Ok(HostRegistration::Registered(PinnedRange { gpu: self.clone(), ptr: ptr as usize, len })),
-            Err(DriverError(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)) => Ok(HostRegistration::AlreadyRegistered),
+            Err(DriverError(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)) => {
+                Ok(HostRegistration::AlreadyRegistered)
+            }
             Err(err) => Err(driver_error(self.ordinal, "register host memory", err)),
         }
     }
 }
-
 
 fn nvrtc_compile(ordinal: usize, module: &EmbeddedModule, cc: (i32, i32)) -> Result<Ptx> {
     let arch: Option<&'static str> = match cc {
@@ -393,7 +396,11 @@ impl GpuStream {
     /// Copies host values into the start of an existing device buffer.
     pub fn upload_into<T: DeviceElement>(&self, src: &[T], dst: &mut GpuBuffer<T>) -> Result<()> {
         if src.len() > dst.len {
-            return Err(Error::Device { device: self.gpu.ordinal, operation: "copy to device", message: format!("{} values into a buffer of {}", src.len(), dst.len) });
+            return Err(Error::Device {
+                device: self.gpu.ordinal,
+                operation: "copy to device",
+                message: format!("{} values into a buffer of {}", src.len(), dst.len),
+            });
         }
         if src.is_empty() {
             return Ok(());
@@ -404,7 +411,8 @@ impl GpuStream {
 
     /// Copies a device buffer back to the host (waits for the stream).
     pub fn download<T: DeviceElement>(&self, src: &GpuBuffer<T>) -> Result<Vec<T>> {
-        let bytes: Vec<u8> = self.inner.clone_dtoh(&src.bytes.slice(0..src.size_bytes().max(1))).map_err(self.err("copy to host"))?;
+        let bytes: Vec<u8> =
+            self.inner.clone_dtoh(&src.bytes.slice(0..src.size_bytes().max(1))).map_err(self.err("copy to host"))?;
         self.synchronize()?;
         let mut out = Vec::<T>::with_capacity(src.len);
         // SAFETY: `out` has capacity for `len` values = size_bytes() bytes; DeviceElement types
@@ -437,7 +445,8 @@ impl GpuStream {
 
     /// A timed event completing after all work queued so far.
     pub fn record(&self) -> Result<TimedEvent> {
-        let event = self.inner.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(self.err("record event"))?;
+        let event =
+            self.inner.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(self.err("record event"))?;
         Ok(TimedEvent { event })
     }
 

@@ -18,8 +18,8 @@ use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistratio
 use super::msm::{window_bits_for, MsmOptions};
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
-    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots, MsmSlot, PendingResults,
-    PinOutcome, StageEvent, WorkTag,
+    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots, MsmSlot,
+    PendingResults, PinOutcome, StageEvent, WorkTag,
 };
 use crate::error::{Error, Result};
 use crate::timeline::TimelineRecorder;
@@ -94,7 +94,12 @@ fn with_buffer<T: super::context::DeviceElement, R>(
 
 impl Device for CudaDevice {
     fn info(&self) -> DeviceInfo {
-        DeviceInfo { ordinal: self.ordinal, name: self.gpu.name(), capacity_bytes: self.total_bytes, device_clock: true }
+        DeviceInfo {
+            ordinal: self.ordinal,
+            name: self.gpu.name(),
+            capacity_bytes: self.total_bytes,
+            device_clock: true,
+        }
     }
 
     fn allocated_bytes(&self) -> u64 {
@@ -200,7 +205,12 @@ impl CudaStream {
         self.queue.enqueue_work(tag, move || gpu.timed(work))
     }
 
-    fn upload<T: super::context::DeviceElement>(&self, src: Arc<Vec<T>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+    fn upload<T: super::context::DeviceElement>(
+        &self,
+        src: Arc<Vec<T>>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
         let dst = dst.clone();
         self.enqueue(tag, move |stream| {
             with_buffer::<T, _>(&dst, |buffer| {

@@ -58,8 +58,5 @@ pub fn open_devices(selection: &DeviceSelection) -> Result<Vec<Arc<dyn Device>>>
             list.clone()
         }
     };
-    ordinals
-        .into_iter()
-        .map(|d| device::CudaDevice::open(d).map(|dev| Arc::new(dev) as Arc<dyn Device>))
-        .collect()
+    ordinals.into_iter().map(|d| device::CudaDevice::open(d).map(|dev| Arc::new(dev) as Arc<dyn Device>)).collect()
 }

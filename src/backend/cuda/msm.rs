@@ -123,17 +123,35 @@ fn grid(n: usize, threads: u32) -> u32 {
 
 impl GpuStream {
     /// Σ scalars[i]·bases[i] over the first `len` elements on G1. Waits for the stream.
-    pub fn msm_g1(&self, bases: &GpuBuffer<G1Affine>, scalars: &GpuBuffer<Scalar>, len: usize, opts: MsmOptions) -> Result<G1Projective> {
+    pub fn msm_g1(
+        &self,
+        bases: &GpuBuffer<G1Affine>,
+        scalars: &GpuBuffer<Scalar>,
+        len: usize,
+        opts: MsmOptions,
+    ) -> Result<G1Projective> {
         self.msm::<G1>(bases, scalars, len, opts)
     }
 
     /// Σ scalars[i]·bases[i] over the first `len` elements on G2. Waits for the stream.
-    pub fn msm_g2(&self, bases: &GpuBuffer<G2Affine>, scalars: &GpuBuffer<Scalar>, len: usize, opts: MsmOptions) -> Result<G2Projective> {
+    pub fn msm_g2(
+        &self,
+        bases: &GpuBuffer<G2Affine>,
+        scalars: &GpuBuffer<Scalar>,
+        len: usize,
+        opts: MsmOptions,
+    ) -> Result<G2Projective> {
         self.msm::<G2>(bases, scalars, len, opts)
     }
 
     /// The MSM for any curve of [`MsmCurve`].
-    pub fn msm<C: MsmCurve>(&self, bases: &GpuBuffer<C::Affine>, scalars: &GpuBuffer<Scalar>, len: usize, opts: MsmOptions) -> Result<C::Projective> {
+    pub fn msm<C: MsmCurve>(
+        &self,
+        bases: &GpuBuffer<C::Affine>,
+        scalars: &GpuBuffer<Scalar>,
+        len: usize,
+        opts: MsmOptions,
+    ) -> Result<C::Projective> {
         if len > bases.len() || len > scalars.len() || len >= (1 << 31) {
             return Err(Error::Device {
                 device: self.gpu().ordinal(),
@@ -153,7 +171,14 @@ impl GpuStream {
             "msm_prepare_scalars",
             grid(len, THREADS),
             THREADS,
-            &[p(scalars), p(&canon), p(&is_one), KernelArg::U32(len as u32), KernelArg::U32(opts.ones_fast_path as u32), p(&rest)],
+            &[
+                p(scalars),
+                p(&canon),
+                p(&is_one),
+                KernelArg::U32(len as u32),
+                KernelArg::U32(opts.ones_fast_path as u32),
+                p(&rest),
+            ],
         )?;
         let rest = self.download(&rest)?[0] as usize;
         let mut timer = PhaseTimer::new(self);
@@ -181,26 +206,46 @@ impl GpuStream {
         Ok(total)
     }
 
-    fn sum_flagged<C: MsmCurve>(&self, bases: &GpuBuffer<C::Affine>, flags: &GpuBuffer<u32>, len: usize) -> Result<C::Projective> {
+    fn sum_flagged<C: MsmCurve>(
+        &self,
+        bases: &GpuBuffer<C::Affine>,
+        flags: &GpuBuffer<u32>,
+        len: usize,
+    ) -> Result<C::Projective> {
         let blocks = len.div_ceil(CURVE_THREADS as usize).next_power_of_two().clamp(1, 1024);
         let partials = self.alloc::<C::Jacobian>(blocks)?;
         self.launch(
             C::SUM_FLAGGED,
             blocks as u32,
             CURVE_THREADS,
-            &[KernelArg::Ptr(bases.ptr(self)), KernelArg::Ptr(flags.ptr(self)), KernelArg::U32(len as u32), KernelArg::Ptr(partials.ptr(self))],
+            &[
+                KernelArg::Ptr(bases.ptr(self)),
+                KernelArg::Ptr(flags.ptr(self)),
+                KernelArg::U32(len as u32),
+                KernelArg::Ptr(partials.ptr(self)),
+            ],
         )?;
         let sums = self.reduce_groups::<C>(partials, 1, blocks)?;
         Ok(C::to_projective(&sums[0]))
     }
 
     /// Reduces `groups` runs of `per_group` (a power of two) points to one point each.
-    fn reduce_groups<C: MsmCurve>(&self, mut points: GpuBuffer<C::Jacobian>, groups: usize, mut per_group: usize) -> Result<Vec<C::Jacobian>> {
+    fn reduce_groups<C: MsmCurve>(
+        &self,
+        mut points: GpuBuffer<C::Jacobian>,
+        groups: usize,
+        mut per_group: usize,
+    ) -> Result<Vec<C::Jacobian>> {
         while per_group > 1 {
             let g = per_group.min(REDUCE_GROUP);
             let blocks = groups * per_group / g;
             let out = self.alloc::<C::Jacobian>(blocks)?;
-            self.launch(C::REDUCE, blocks as u32, g as u32, &[KernelArg::Ptr(points.ptr(self)), KernelArg::Ptr(out.ptr(self))])?;
+            self.launch(
+                C::REDUCE,
+                blocks as u32,
+                g as u32,
+                &[KernelArg::Ptr(points.ptr(self)), KernelArg::Ptr(out.ptr(self))],
+            )?;
             points = out;
             per_group /= g;
         }
@@ -224,22 +269,49 @@ impl GpuStream {
 
         let mut counts = self.alloc_zeroed::<u32>(total)?;
         self.fill_u32(&mut counts, 0)?;
-        self.launch("msm_digit_histogram", grid(len, THREADS), THREADS, &[KernelArg::Ptr(canon.ptr(self)), n, cu, wu, KernelArg::Ptr(counts.ptr(self))])?;
+        self.launch(
+            "msm_digit_histogram",
+            grid(len, THREADS),
+            THREADS,
+            &[KernelArg::Ptr(canon.ptr(self)), n, cu, wu, KernelArg::Ptr(counts.ptr(self))],
+        )?;
 
         // offsets = exclusive prefix sum of counts (in place)
         let tiles = total.div_ceil(SCAN_TILE);
         let sums = self.alloc::<u32>(tiles)?;
         let m = KernelArg::U32(total as u32);
-        self.launch("msm_scan_tiles", tiles as u32, 256, &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))])?;
+        self.launch(
+            "msm_scan_tiles",
+            tiles as u32,
+            256,
+            &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))],
+        )?;
         self.launch("msm_scan_totals", 1, 256, &[KernelArg::Ptr(sums.ptr(self)), KernelArg::U32(tiles as u32)])?;
-        self.launch("msm_scan_add", grid(total, THREADS), THREADS, &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))])?;
+        self.launch(
+            "msm_scan_add",
+            grid(total, THREADS),
+            THREADS,
+            &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))],
+        )?;
         let starts = counts;
         let mut ends = self.alloc::<u32>(total)?;
         self.copy(&starts, &mut ends)?;
 
         timer.mark(self, "histogram+scan");
         let entries = self.alloc::<u32>(len * windows)?;
-        self.launch("msm_scatter", grid(len, THREADS), THREADS, &[KernelArg::Ptr(canon.ptr(self)), n, cu, wu, KernelArg::Ptr(ends.ptr(self)), KernelArg::Ptr(entries.ptr(self))])?;
+        self.launch(
+            "msm_scatter",
+            grid(len, THREADS),
+            THREADS,
+            &[
+                KernelArg::Ptr(canon.ptr(self)),
+                n,
+                cu,
+                wu,
+                KernelArg::Ptr(ends.ptr(self)),
+                KernelArg::Ptr(entries.ptr(self)),
+            ],
+        )?;
 
         timer.mark(self, "scatter");
         let buckets = self.alloc::<C::Jacobian>(total)?;
@@ -266,7 +338,13 @@ impl GpuStream {
             C::SEGMENTS,
             grid(windows * segs, CURVE_THREADS),
             CURVE_THREADS,
-            &[KernelArg::Ptr(buckets.ptr(self)), KernelArg::U32(log_buckets), KernelArg::U32(log_segs), wu, KernelArg::Ptr(partials.ptr(self))],
+            &[
+                KernelArg::Ptr(buckets.ptr(self)),
+                KernelArg::U32(log_buckets),
+                KernelArg::U32(log_segs),
+                wu,
+                KernelArg::Ptr(partials.ptr(self)),
+            ],
         )?;
         timer.mark(self, "segments");
         let sums = self.reduce_groups::<C>(partials, windows, segs)?;

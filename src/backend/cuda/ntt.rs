@@ -106,7 +106,10 @@ fn check_size(stream: &GpuStream, data: &GpuBuffer<Scalar>, log_n: u32) -> Resul
         return Err(Error::Device {
             device: stream.gpu().ordinal(),
             operation: "ntt",
-            message: format!("a domain of 2^{log_n} needs 1 ≤ log n ≤ 31 and a buffer of {n} scalars (got {})", data.len()),
+            message: format!(
+                "a domain of 2^{log_n} needs 1 ≤ log n ≤ 31 and a buffer of {n} scalars (got {})",
+                data.len()
+            ),
         });
     }
     Ok(n)

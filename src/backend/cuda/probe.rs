@@ -28,9 +28,8 @@ impl GpuStream {
         let mut rng = rand::thread_rng();
         let data: Vec<Scalar> = (0..words).map(|_| Scalar::random(&mut rng)).collect();
         let buf = self.upload(&data)?;
-        let launch = || {
-            self.launch(name, (threads / 256) as u32, 256, &[KernelArg::Ptr(buf.ptr(self)), KernelArg::U32(iters)])
-        };
+        let launch =
+            || self.launch(name, (threads / 256) as u32, 256, &[KernelArg::Ptr(buf.ptr(self)), KernelArg::U32(iters)]);
         launch()?; // warm-up
         let start = self.record()?;
         launch()?;

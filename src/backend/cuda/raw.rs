@@ -33,6 +33,11 @@ pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<(), DriverError> {
 ///
 /// # Safety
 /// `dst` must point to at least `count` u32 words of device memory of the stream's context.
-pub unsafe fn memset_u32(dst: sys::CUdeviceptr, value: u32, count: usize, stream: sys::CUstream) -> Result<(), DriverError> {
+pub unsafe fn memset_u32(
+    dst: sys::CUdeviceptr,
+    value: u32,
+    count: usize,
+    stream: sys::CUstream,
+) -> Result<(), DriverError> {
     sys::cuMemsetD32Async(dst, value, count, stream).result()
 }
