@@ -18,10 +18,10 @@ use super::msm::Multiexp;
 use super::ntt::Quotient;
 use super::pin::Pinning;
 use super::stage_actor::StageActor;
+use crate::backend::faults::FaultInjector;
 use crate::backend::{
     g1_bytes, g2_bytes, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, StageEvent, WorkTag,
 };
-use crate::backend::faults::FaultInjector;
 use crate::error::Result;
 use crate::memory::{PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;

@@ -15,8 +15,8 @@ use parking_lot::Mutex;
 
 use super::host_queue::HostQueue;
 use super::{
-    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots, MsmSlot,
-    PendingResults, PinOutcome, StageEvent, WorkTag,
+    scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots,
+    MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
 };
 use crate::error::{Error, Result};
 use crate::math::{msm, quotient};
@@ -59,23 +59,12 @@ enum Contents {
 
 /// One modelled allocation; returns its bytes to the device when dropped.
 struct CpuMemory {
-    bytes: u64,
-    allocated: Arc<AtomicU64>,
+    _counted: CountedBytes,
     contents: Mutex<Contents>,
 }
 
-impl Drop for CpuMemory {
-    fn drop(&mut self) {
-        self.allocated.fetch_sub(self.bytes, Ordering::SeqCst);
-    }
-}
-
 fn memory_of(buffer: &DeviceBuffer) -> Result<&CpuMemory> {
-    buffer.memory::<CpuMemory>().ok_or_else(|| Error::Device {
-        device: buffer.device(),
-        operation: "use buffer",
-        message: "the buffer was not allocated by the CPU device".into(),
-    })
+    buffer.memory::<CpuMemory>("CPU")
 }
 
 impl Device for CpuDevice {
@@ -103,7 +92,10 @@ impl Device for CpuDevice {
         if reserved.is_err() {
             return Err(Error::OutOfMemory { device: self.ordinal, requested_bytes: bytes });
         }
-        let memory = CpuMemory { bytes, allocated: self.allocated.clone(), contents: Mutex::new(Contents::Empty) };
+        let memory = CpuMemory {
+            _counted: CountedBytes::already_counted(&self.allocated, bytes),
+            contents: Mutex::new(Contents::Empty),
+        };
         Ok(DeviceBuffer::new(self.ordinal, bytes, Arc::new(memory)))
     }
 

@@ -92,9 +92,40 @@ impl DeviceBuffer {
     pub fn device(&self) -> usize {
         self.device
     }
-    /// The backend's allocation, for the backend that made it.
-    pub fn memory<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.memory.downcast_ref::<T>()
+    /// The backend's allocation, for the backend that made it; `backend` names that backend
+    /// in the error a buffer of another backend gets.
+    pub fn memory<T: Any + Send + Sync>(&self, backend: &str) -> Result<&T> {
+        self.memory.downcast_ref::<T>().ok_or_else(|| crate::error::Error::Device {
+            device: self.device,
+            operation: "use buffer",
+            message: format!("the buffer was not allocated by the {backend} device"),
+        })
+    }
+}
+
+/// The bytes of one allocation, counted on its device until the allocation is dropped: the
+/// count behind `Device::allocated_bytes`, the leak check.
+pub struct CountedBytes {
+    bytes: u64,
+    counter: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CountedBytes {
+    /// Records `bytes` already added to `counter`.
+    pub fn already_counted(counter: &Arc<std::sync::atomic::AtomicU64>, bytes: u64) -> CountedBytes {
+        CountedBytes { bytes, counter: counter.clone() }
+    }
+
+    /// Adds `bytes` to `counter`.
+    pub fn count(counter: &Arc<std::sync::atomic::AtomicU64>, bytes: u64) -> CountedBytes {
+        counter.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
+        CountedBytes::already_counted(counter, bytes)
+    }
+}
+
+impl Drop for CountedBytes {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(self.bytes, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -225,7 +225,9 @@ impl Prover {
             let (in_flight, timeline) = (config.in_flight, timeline.clone());
             let device_faults = if faulty { faults.clone() } else { FaultInjector::disabled() };
             pipelines.push(
-                system.run(move || DevicePipeline::start(wrapped, budget, workers, in_flight, timeline, device_faults))??,
+                system.run(move || {
+                    DevicePipeline::start(wrapped, budget, workers, in_flight, timeline, device_faults)
+                })??,
             );
         }
         let (submit, incoming) = unbounded();

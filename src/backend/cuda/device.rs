@@ -18,8 +18,8 @@ use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistratio
 use super::msm::{window_bits_for, MsmOptions};
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
-    scalar_bytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots, MsmSlot,
-    PendingResults, PinOutcome, StageEvent, WorkTag,
+    scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots,
+    MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
 };
 use crate::error::{Error, Result};
 use crate::timeline::TimelineRecorder;
@@ -54,24 +54,13 @@ impl CudaDevice {
 /// One allocation, returned to the device's count when dropped.
 struct CudaMemory {
     buffer: Mutex<Option<GpuBuffer<u8>>>,
-    bytes: u64,
-    allocated: Arc<AtomicU64>,
+    _counted: CountedBytes,
     /// MSM results land on the host (see the module doc); a results buffer keeps them here.
     results: Mutex<MsmResultSlots>,
 }
 
-impl Drop for CudaMemory {
-    fn drop(&mut self) {
-        self.allocated.fetch_sub(self.bytes, Ordering::SeqCst);
-    }
-}
-
 fn memory_of(buffer: &DeviceBuffer) -> Result<&CudaMemory> {
-    buffer.memory::<CudaMemory>().ok_or_else(|| Error::Device {
-        device: buffer.device(),
-        operation: "use buffer",
-        message: "the buffer was not allocated by this CUDA device".into(),
-    })
+    buffer.memory::<CudaMemory>("CUDA")
 }
 
 /// Takes a buffer's device memory for the duration of one piece of work, seen as `T`.
@@ -113,11 +102,9 @@ impl Device for CudaDevice {
     fn allocate(&self, bytes: u64) -> Result<DeviceBuffer> {
         let buffer = self.allocator.alloc::<u8>(bytes as usize)?;
         self.allocator.synchronize()?;
-        self.allocated.fetch_add(bytes, Ordering::SeqCst);
         let memory = CudaMemory {
             buffer: Mutex::new(Some(buffer)),
-            bytes,
-            allocated: self.allocated.clone(),
+            _counted: CountedBytes::count(&self.allocated, bytes),
             results: Mutex::new(MsmResultSlots::default()),
         };
         Ok(DeviceBuffer::new(self.ordinal, bytes, Arc::new(memory)))
