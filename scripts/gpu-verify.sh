@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# A short device call after a change to the CUDA backend: the GPU pipeline tests, one verified
-# bench with a trace, and the CUDA soak. Build first with ../shared/tools/gpu-bundle.
+# A short device call after a change to the CUDA backend: the GPU pipeline tests, the CUDA soak,
+# and verified (setup-key) proofs at 2^20 on one GPU and on all of them, in the same run.
+# Build first with ../shared/tools/gpu-bundle.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 log=$out/verify.log
-for t in .gpu/tests/cuda_pipeline-* .gpu/tests/cuda_kernels-*; do
+for t in .gpu/tests/cuda_pipeline-*; do
   echo "== $t" >>"$log"
   timeout 200 "$t" --nocapture --test-threads=1 >>"$log" 2>&1 || echo "TEST FAILED: $t" >>"$log"
 done
-.gpu/snarkpipe bench --backend cuda --devices 0 --partitions 8 --log-n 16 --keys setup --json --trace "$out/trace16.json" >"$out/cuda16.json" 2>>"$log" || echo "BENCH FAILED: cuda16" >>"$log"
-SNARKPIPE_LOG=error .gpu/snarkpipe bench --backend cuda --devices 0 --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7 --json >"$out/soak.json" 2>>"$log" || echo "BENCH FAILED: soak" >>"$log"
-grep -E "test result|FAILED" "$log"
+bench() {
+  local name=$1; shift
+  timeout "${LIMIT:-150}" .gpu/snarkpipe bench "$@" --json >"$out/$name.json" 2>>"$log" || echo "BENCH FAILED: $name" >>"$log"
+}
+SNARKPIPE_LOG=error bench soak --backend cuda --devices 0 --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7
+bench one20 --backend cuda --devices 0 --partitions 16 --log-n 20 --keys setup
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  bench all20 --backend cuda --devices all --partitions 16 --log-n 20 --keys setup --timeline "$out/all20.svg"
+fi
+grep -E "test result|FAILED|critical:" "$log"

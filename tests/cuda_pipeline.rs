@@ -159,3 +159,65 @@ fn cuda_backend_without_a_gpu_is_a_clear_error() {
     let auto = Prover::new(ProverConfig { backend: BackendKind::Auto, ..ProverConfig::default() }).unwrap();
     assert_eq!(auto.backend(), BackendKind::Cpu);
 }
+
+/// Issue 6: a critical request submitted during a long normal batch finishes within about one
+/// partition time of a slot on the device becoming free for it.
+#[test]
+fn a_critical_request_overtakes_a_normal_batch_on_the_gpu() {
+    if !have_gpu() {
+        return;
+    }
+    let spec = SyntheticSpec { log_n: 20, num_inputs: 4, profile: WitnessProfile::Bits, keys: KeyKind::Random, seed: fresh_seed() };
+    let key = spec.proving_key().unwrap();
+    let batch: Vec<Arc<Witness>> = (0..16).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
+    let urgent = vec![Arc::new(spec.witness(99).unwrap())];
+    let prover = Prover::new(ProverConfig {
+        backend: BackendKind::Cuda,
+        devices: DeviceSelection::Only(vec![0]),
+        workers_per_device: 2,
+        in_flight: 2,
+        retries: 0,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    prover.preload(&key, Some(&[0])).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let normal = prover.submit(ProofRequest::new(key.clone(), batch, &mut rng)).unwrap();
+    while normal.status().proved < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut critical = ProofRequest::new(key, urgent, &mut rng);
+    critical.priority = snarkpipe::prover::Priority::Critical;
+    let critical = prover.submit(critical).unwrap();
+    critical.wait().unwrap();
+    let proved_when_critical_done = normal.status().proved;
+    normal.wait().unwrap();
+
+    let timeline = prover.timeline().snapshot();
+    let lifetime = |request: u64| {
+        let spans: Vec<_> =
+            timeline.spans.iter().filter(|s| s.args.get("request").and_then(|r| r.as_u64()) == Some(request)).collect();
+        let mut by_partition: std::collections::BTreeMap<usize, (f64, f64)> = Default::default();
+        for s in spans {
+            let entry = by_partition.entry(s.partition).or_insert((f64::MAX, 0.0));
+            entry.0 = entry.0.min(s.start_s);
+            entry.1 = entry.1.max(s.end_s);
+        }
+        by_partition.into_values().collect::<Vec<_>>()
+    };
+    let mut normal_lifetimes: Vec<f64> = lifetime(normal.id()).iter().map(|(a, b)| b - a).collect();
+    normal_lifetimes.sort_by(f64::total_cmp);
+    let partition_time = normal_lifetimes[normal_lifetimes.len() / 2];
+    let (admitted, done) = lifetime(critical.id())[0];
+    println!(
+        "critical: admitted at {admitted:.3} s, done {:.3} s later; a normal partition takes {partition_time:.3} s; \
+         {proved_when_critical_done} of 16 normal partitions were done",
+        done - admitted
+    );
+    assert!(proved_when_critical_done < 12, "the critical request waited behind most of the batch");
+    assert!(
+        done - admitted <= 1.5 * partition_time,
+        "the critical partition took {:.3} s from admission, more than one partition time ({partition_time:.3} s)",
+        done - admitted
+    );
+}
