@@ -174,9 +174,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         ..ProverConfig::default()
     };
     let prover = Prover::new(config)?;
-    if args.backend == BackendKind::Auto && prover.backend() == BackendKind::Cpu {
-        eprintln!("snarkpipe: no usable CUDA GPU found; proving on the CPU backend");
-    }
+    // With `--backend auto` and no GPU, `open_devices` has already said so on stderr.
 
     let device_free_bytes_before = prover.device_free_bytes();
     let mut rng = ChaCha20Rng::seed_from_u64(args.seed ^ 0x5eed);
