@@ -250,7 +250,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     let reports = prover.budget_reports()?;
     let leaked_bytes = prover.budget_leaked_bytes()?;
     let pinned_leaked = prover.pinned_leaked_bytes();
-    prover.evict_idle_keys();
+    prover.evict_all_keys();
     let after_eviction = prover.budget_reports()?;
     let back_to_capacity = after_eviction.iter().all(|r| r.in_use_bytes == 0 && r.waiting == 0);
     let faults = FaultFigures {

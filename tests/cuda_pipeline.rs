@@ -79,7 +79,7 @@ fn gpu_proofs_equal_the_cpu_backend_and_verify() {
             wrong[0] += blstrs::Scalar::from(1u64);
             assert!(!groth16::verify(&pvk, g, &wrong).unwrap(), "a proof verified for the wrong inputs");
         }
-        gpu.evict_idle_keys();
+        gpu.evict_all_keys();
         gpu.shutdown(Shutdown::Drain);
         assert!(gpu.device_allocated_bytes().iter().all(|&b| b == 0), "pipeline buffers left allocated");
         assert_eq!(gpu.budget_leaked_bytes().unwrap(), 0);
@@ -139,7 +139,7 @@ fn a_real_out_of_memory_is_contained_and_the_gpu_recovers() {
     stream.synchronize().unwrap();
     let proofs = prover.prove(ProofRequest::new(key, witnesses, &mut rng)).unwrap();
     assert_eq!(proofs.len(), 6, "the GPU did not recover after the out-of-memory");
-    prover.evict_idle_keys();
+    prover.evict_all_keys();
     prover.shutdown(Shutdown::Drain);
     assert!(prover.device_allocated_bytes().iter().all(|&b| b == 0));
 }
@@ -167,7 +167,13 @@ fn a_critical_request_overtakes_a_normal_batch_on_the_gpu() {
     if !have_gpu() {
         return;
     }
-    let spec = SyntheticSpec { log_n: 20, num_inputs: 4, profile: WitnessProfile::Bits, keys: KeyKind::Random, seed: fresh_seed() };
+    let spec = SyntheticSpec {
+        log_n: 20,
+        num_inputs: 4,
+        profile: WitnessProfile::Bits,
+        keys: KeyKind::Random,
+        seed: fresh_seed(),
+    };
     let key = spec.proving_key().unwrap();
     let batch: Vec<Arc<Witness>> = (0..16).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
     let urgent = vec![Arc::new(spec.witness(99).unwrap())];

@@ -52,7 +52,7 @@ fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
 fn assert_nothing_held(prover: &Prover) {
     assert_eq!(prover.budget_leaked_bytes().unwrap(), 0, "budget bytes leaked");
     assert_eq!(prover.pinned_leaked_bytes(), 0, "pinned bytes leaked");
-    prover.evict_idle_keys();
+    prover.evict_all_keys();
     for report in prover.budget_reports().unwrap() {
         assert_eq!(report.in_use_bytes, 0, "budget not back at capacity: {report:?}");
         assert!(report.peak_bytes <= report.capacity_bytes);

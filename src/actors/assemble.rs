@@ -25,7 +25,6 @@ impl StageLogic for Assembly {
         }
         job.failure.check()?;
         let results = job.pending_results.take().ok_or_else(|| missing("results"))?.read()?;
-        job.msm_results = Some(results);
         job.proof = Some(assemble_proof(&job.key.vk, &results, job.r, job.s)?);
         Ok(())
     }

@@ -14,7 +14,6 @@ use crate::backend::faults::FaultInjector;
 use crate::backend::{DeviceBuffer, DeviceStream, FailureSlot, PendingResults, StageEvent, WorkTag};
 use crate::circuit::Witness;
 use crate::error::{Error, Result};
-use crate::groth16::MsmResults;
 use crate::memory::PinnedScalars;
 use crate::params::ProvingKey;
 use crate::prover::request::{InFlightToken, RequestState};
@@ -81,7 +80,6 @@ pub struct PartitionJob {
     pub ntt_done: Option<StageEvent>,
     pub msm_done: Option<StageEvent>,
     pub dtoh_done: Option<StageEvent>,
-    pub msm_results: Option<MsmResults>,
     pub proof: Option<Proof<Bls12>>,
     pub(crate) _token: Option<InFlightToken>,
 }

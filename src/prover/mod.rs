@@ -368,7 +368,7 @@ impl Prover {
 
     /// Drops every resident key on every device; returns how many went. Keys in use stay
     /// alive until their partitions finish.
-    pub fn evict_idle_keys(&self) -> usize {
+    pub fn evict_all_keys(&self) -> usize {
         self.pipelines.iter().map(|p| p.evict_key(None)).sum()
     }
 

@@ -166,7 +166,6 @@ impl Scheduler {
             ntt_done: None,
             msm_done: None,
             dtoh_done: None,
-            msm_results: None,
             proof: None,
             _token: Some(token),
         })
