@@ -6,11 +6,10 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::backend::BackendKind;
@@ -70,6 +69,12 @@ pub struct BenchArgs {
     /// Memory of each modelled CPU device, in MiB.
     #[arg(long, default_value_t = 16384)]
     pub cpu_device_mib: u64,
+    /// Also run the same stream on the first selected device alone and report the speedup.
+    #[arg(long)]
+    pub scaling: bool,
+    /// Start cold: no key preload and no pinned staging buffers before the clock starts.
+    #[arg(long)]
+    pub no_warm_up: bool,
 }
 
 /// Budget figures in the report.
@@ -113,11 +118,21 @@ pub struct BenchReport {
     pub verified: usize,
     pub failed: usize,
     pub proofs_checked: bool,
+    /// Making the proving key (a setup with `--keys setup`).
+    pub seconds_key: f64,
+    /// Preloading the key and pinning staging buffers before the clock starts.
+    pub seconds_warm_up: f64,
+    pub staging_bytes_pinned: u64,
+    /// Why the warm-up failed, if it did (the run then started cold).
+    pub warm_up_error: Option<String>,
+    /// From the first witness ready to the last proof, after the warm-up.
     pub seconds_total: f64,
     pub seconds_per_partition: f64,
     pub stages: BTreeMap<String, StageFigures>,
     /// Throughput once the devices compute (warm-up left out).
     pub steady_state: SteadyState,
+    /// With `--scaling`: the same stream on one device, and the speedup of the full run.
+    pub scaling: Option<ScalingFigures>,
     pub overlap_fraction: f64,
     pub busy_fraction: BTreeMap<String, f64>,
     pub budget: BudgetFigures,
@@ -149,7 +164,9 @@ pub struct StageFigures {
     pub seconds: f64,
 }
 
-/// Runs the bench and returns its report; writes the trace and SVG if asked.
+/// Runs the bench and returns its report; writes the trace and SVG if asked. With
+/// `--scaling`, the same stream first runs on the first selected device alone, in the same
+/// process, and the report compares the two.
 pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     if args.partitions == 0 {
         return Err(Error::EmptyRequest);
@@ -157,13 +174,125 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     let spec =
         SyntheticSpec { log_n: args.log_n, num_inputs: 8, profile: args.witness, keys: args.keys, seed: args.seed };
     tracing::info!(log_n = args.log_n, "generating the proving key");
+    let key_started = Instant::now();
     let key = spec.proving_key()?;
-    tracing::info!(partitions = args.partitions, "generating witnesses");
-    let witnesses =
-        (0..args.partitions).into_par_iter().map(|i| spec.witness(i).map(Arc::new)).collect::<Result<Vec<_>>>()?;
+    let seconds_key = key_started.elapsed().as_secs_f64();
+    let devices = args.devices.parse::<DeviceSelection>()?;
+
+    let single = if args.scaling {
+        let first = match &devices {
+            DeviceSelection::All => 0,
+            DeviceSelection::Only(list) => *list.first().ok_or_else(|| Error::Config("no device selected".into()))?,
+        };
+        Some(run_on(args, &spec, &key, DeviceSelection::Only(vec![first]), false)?)
+    } else {
+        None
+    };
+    let mut report = run_on(args, &spec, &key, devices, true)?;
+    report.seconds_key = seconds_key;
+    if let Some(single) = single {
+        report.scaling = Some(ScalingFigures {
+            single_device_seconds_per_partition: single.seconds_per_partition,
+            single_device_steady_seconds_per_partition: single.steady_state.seconds_per_partition,
+            single_device_verified: single.verified,
+            single_device_failed: single.failed,
+            speedup: single.seconds_per_partition / report.seconds_per_partition.max(f64::EPSILON),
+            steady_speedup: single.steady_state.seconds_per_partition
+                / report.steady_state.seconds_per_partition.max(f64::EPSILON),
+        });
+    }
+    Ok(report)
+}
+
+/// The single-device run of `--scaling`, against which the full run is compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScalingFigures {
+    pub single_device_seconds_per_partition: f64,
+    pub single_device_steady_seconds_per_partition: f64,
+    pub single_device_verified: usize,
+    pub single_device_failed: usize,
+    /// Single-device seconds per partition over the full run's, end to end (after warm-up).
+    pub speedup: f64,
+    /// The same from the steady-state figures.
+    pub steady_speedup: f64,
+}
+
+/// What came back from streaming the partitions.
+struct Streamed {
+    outcomes: Vec<Result<bellperson::groth16::Proof<blstrs::Bls12>>>,
+    public_inputs: Vec<Vec<blstrs::Scalar>>,
+    seconds: f64,
+}
+
+/// Streams `partitions` witnesses through `prover`: a producer thread synthesizes them at
+/// most `lookahead` ahead, each is submitted as its own request, and no more than
+/// `outstanding` requests are unfinished at once, so host memory stays bounded at any size.
+/// The clock starts when the first witness is ready.
+fn stream_partitions(
+    prover: &Prover,
+    key: &Arc<crate::params::ProvingKey>,
+    spec: &SyntheticSpec,
+    partitions: usize,
+    outstanding: usize,
+    lookahead: usize,
+    progress: Option<&indicatif::ProgressBar>,
+) -> Result<Streamed> {
+    let (witnesses_tx, witnesses) = crossbeam_channel::bounded(lookahead.max(1));
+    let producer_spec = *spec;
+    let producer = std::thread::Builder::new()
+        .name("bench-witnesses".into())
+        .spawn(move || {
+            for index in 0..partitions {
+                let witness = producer_spec.witness(index).map(Arc::new);
+                let failed = witness.is_err();
+                if witnesses_tx.send(witness).is_err() || failed {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| Error::io("starting the witness producer", e))?;
+
+    let mut rng = ChaCha20Rng::seed_from_u64(spec.seed ^ 0x5eed);
+    let mut pending: std::collections::VecDeque<crate::prover::ProofHandle> = Default::default();
+    let mut outcomes = Vec::with_capacity(partitions);
+    let mut public_inputs = Vec::with_capacity(partitions);
+    let mut started = None;
+    let settle = |handle: crate::prover::ProofHandle, outcomes: &mut Vec<_>| {
+        outcomes.extend(handle.wait_each());
+        if let Some(bar) = progress {
+            bar.set_position(outcomes.len() as u64);
+        }
+    };
+    for witness in witnesses.iter() {
+        let witness = witness?;
+        started.get_or_insert_with(Instant::now);
+        public_inputs.push(witness.public_inputs().to_vec());
+        pending.push_back(prover.submit(ProofRequest::new(key.clone(), vec![witness], &mut rng))?);
+        while pending.len() > outstanding {
+            let oldest = pending.pop_front().expect("non-empty");
+            settle(oldest, &mut outcomes);
+        }
+    }
+    while let Some(oldest) = pending.pop_front() {
+        settle(oldest, &mut outcomes);
+    }
+    let seconds = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+    producer.join().map_err(|_| Error::Synthesis("the witness producer panicked".into()))?;
+    Ok(Streamed { outcomes, public_inputs, seconds })
+}
+
+/// One run on `devices`: a fresh prover, warmed up unless `--no-warm-up`, streams the
+/// partitions, checks every proof and reports. `export` writes the trace and SVG.
+fn run_on(
+    args: &BenchArgs,
+    spec: &SyntheticSpec,
+    key: &Arc<crate::params::ProvingKey>,
+    devices: DeviceSelection,
+    export: bool,
+) -> Result<BenchReport> {
     let config = ProverConfig {
         backend: args.backend,
-        devices: args.devices.parse::<DeviceSelection>()?,
+        devices,
         workers_per_device: args.workers,
         in_flight: args.in_flight,
         cpu_devices: args.cpu_devices,
@@ -175,33 +304,38 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     };
     let prover = Prover::new(config)?;
     // With `--backend auto` and no GPU, `open_devices` has already said so on stderr.
-
     let device_free_bytes_before = prover.device_free_bytes();
-    let mut rng = ChaCha20Rng::seed_from_u64(args.seed ^ 0x5eed);
-    let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
-    let started = Instant::now();
-    let handle = prover.submit(request)?;
+
+    let warm_started = Instant::now();
+    // The warm-up only saves time: if it fails, the stream still runs cold and says why.
+    let (staging_bytes_pinned, warm_up_error) = match args.no_warm_up {
+        true => (0, None),
+        false => match prover.warm_up(key, None) {
+            Ok(bytes) => (bytes, None),
+            Err(err) => {
+                tracing::warn!(%err, "warming up failed; streaming cold");
+                (0, Some(err.to_string()))
+            }
+        },
+    };
+    let seconds_warm_up = warm_started.elapsed().as_secs_f64();
+
     let bar = (!args.json && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new(args.partitions as u64);
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} partitions [{elapsed}] {msg}")
+            indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} partitions [{elapsed}]")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         bar
     });
-    if let Some(bar) = &bar {
-        while !handle.status().finished {
-            let status = handle.status();
-            bar.set_position((status.proved + status.failed) as u64);
-            bar.set_message(format!("{} failed", status.failed));
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    let outcomes = handle.wait_each();
-    let seconds_total = started.elapsed().as_secs_f64();
+    let devices = prover.device_count();
+    // Enough requests queued that no device waits for the next submission.
+    let outstanding = (args.in_flight + 1) * devices;
+    let streamed = stream_partitions(&prover, key, spec, args.partitions, outstanding, devices + 1, bar.as_ref())?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
+    let seconds_total = streamed.seconds;
 
     let proofs_checked = spec.verifies();
     let pvk = key.prepared_vk();
@@ -209,10 +343,10 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     let mut failed = 0;
     let mut cascaded = 0;
     let mut errors = Vec::new();
-    for (witness, outcome) in witnesses.iter().zip(&outcomes) {
+    for (inputs, outcome) in streamed.public_inputs.iter().zip(&streamed.outcomes) {
         match outcome {
             Ok(proof) if proofs_checked => {
-                if verify(&pvk, proof, witness.public_inputs())? {
+                if verify(&pvk, proof, inputs)? {
                     verified += 1;
                 } else {
                     failed += 1;
@@ -232,11 +366,13 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     }
 
     let timeline = prover.timeline().snapshot();
-    if let Some(path) = &args.trace {
-        chrome::write_chrome_trace(&timeline, path)?;
-    }
-    if let Some(path) = &args.timeline {
-        svg::write_svg(&timeline, path)?;
+    if export {
+        if let Some(path) = &args.trace {
+            chrome::write_chrome_trace(&timeline, path)?;
+        }
+        if let Some(path) = &args.timeline {
+            svg::write_svg(&timeline, path)?;
+        }
     }
     let summary = summary::summarize(&timeline);
     let steady = steady_state(&timeline);
@@ -259,7 +395,6 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         cascaded,
         by_site: prover.faults().injected_by_site(),
     };
-    let devices = prover.device_count();
     let backend = prover.backend();
     prover.shutdown(Shutdown::Drain);
     let device_bytes_after = prover.device_allocated_bytes();
@@ -277,9 +412,14 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         verified,
         failed,
         proofs_checked,
+        seconds_key: 0.0,
+        seconds_warm_up,
+        staging_bytes_pinned,
+        warm_up_error,
         seconds_total,
         seconds_per_partition: seconds_total / args.partitions as f64,
         steady_state: steady,
+        scaling: None,
         stages: summary.stage_seconds.iter().map(|(k, v)| (k.clone(), StageFigures { seconds: *v })).collect(),
         overlap_fraction: summary.overlap_fraction,
         busy_fraction: summary.busy_fraction.iter().map(|(d, f)| (format!("gpu{d}"), *f)).collect(),
@@ -368,7 +508,21 @@ pub fn describe(report: &BenchReport) -> String {
         "snarkpipe bench: {} partitions of 2^{} ({:?} witness, {:?} keys) on {} {:?} device(s), {} workers\n",
         report.partitions, report.log_n, report.witness, report.keys, report.devices, report.backend, report.workers
     );
+    out += &format!(
+        "  key {:.1} s, warm-up {:.1} s ({} bytes of staging pinned)\n",
+        report.seconds_key, report.seconds_warm_up, report.staging_bytes_pinned
+    );
     out += &format!("  {:.3} s total, {:.3} s per partition\n", report.seconds_total, report.seconds_per_partition);
+    if let Some(scaling) = &report.scaling {
+        out += &format!(
+            "  one device: {:.3} s per partition ({:.3} steady), {} verified; speedup {:.2}x ({:.2}x steady)\n",
+            scaling.single_device_seconds_per_partition,
+            scaling.single_device_steady_seconds_per_partition,
+            scaling.single_device_verified,
+            scaling.speedup,
+            scaling.steady_speedup
+        );
+    }
     out += &format!(
         "  steady state (from the first NTT): {:.3} s per partition\n",
         report.steady_state.seconds_per_partition

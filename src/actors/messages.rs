@@ -88,6 +88,7 @@ impl PartitionJob {
     /// A tag for device work of this partition in `stage`.
     pub fn tag(&self, stage: Stage) -> WorkTag {
         WorkTag::new(self.index, stage, &self.failure)
+            .drawn_as(self.partition_id)
             .with("partition", self.partition_id)
             .with("request", self.request.id)
     }

@@ -107,6 +107,8 @@ pub struct DevicePipeline {
     keys: Mutex<Vec<Arc<ResidentKey>>>,
     stages: OnceLock<StageAddrs>,
     in_flight: AtomicUsize,
+    /// Partitions this device takes at once (the pinned pool is sized for them).
+    max_in_flight: usize,
     next_worker: AtomicUsize,
     /// Partitions that failed on this device in a row (a device that keeps failing is avoided).
     consecutive_failures: AtomicUsize,
@@ -143,6 +145,7 @@ impl DevicePipeline {
             keys: Mutex::new(Vec::new()),
             stages: OnceLock::new(),
             in_flight: AtomicUsize::new(0),
+            max_in_flight: in_flight.max(1),
             next_worker: AtomicUsize::new(0),
             consecutive_failures: AtomicUsize::new(0),
         });
@@ -286,6 +289,14 @@ impl DevicePipeline {
             uploaded.wait()?;
         }
         resident.failure.check()
+    }
+
+    /// Pins staging buffers for `in_flight` partitions of `key`'s shape ahead of the first
+    /// partition (see [`PinnedPool::warm`]); returns the bytes newly pinned.
+    pub fn warm_staging(&self, key: &ProvingKey) -> Result<u64> {
+        let lengths = key.staging_lengths();
+        let all: Vec<usize> = (0..self.max_in_flight).flat_map(|_| lengths).collect();
+        self.pool.warm(&all)
     }
 
     /// Drops `key` (or every key) from this device's residents; returns how many went.

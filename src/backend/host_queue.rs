@@ -78,7 +78,7 @@ impl HostQueue {
                 Ok(Some(device_times)) => *device_times,
                 _ => (host_start, Instant::now()),
             };
-            timeline.record(track, tag.stage, tag.partition, start, end, tag.args.clone());
+            timeline.record(track, tag.stage, tag.timeline_partition, start, end, tag.args.clone());
             if let Err(err) = outcome {
                 tag.fail(err);
             }

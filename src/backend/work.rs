@@ -60,7 +60,10 @@ impl fmt::Debug for FailureSlot {
 /// Whose work this is: the partition, the stage, details for the timeline, the failure slot.
 #[derive(Clone, Debug)]
 pub struct WorkTag {
+    /// The partition's index in its request (what errors name).
     pub partition: usize,
+    /// The prover-wide partition id the timeline draws the work under.
+    pub timeline_partition: usize,
     pub stage: Stage,
     pub args: BTreeMap<String, serde_json::Value>,
     pub failure: FailureSlot,
@@ -68,7 +71,13 @@ pub struct WorkTag {
 
 impl WorkTag {
     pub fn new(partition: usize, stage: Stage, failure: &FailureSlot) -> WorkTag {
-        WorkTag { partition, stage, args: BTreeMap::new(), failure: failure.clone() }
+        WorkTag { partition, timeline_partition: partition, stage, args: BTreeMap::new(), failure: failure.clone() }
+    }
+    /// Draws the work on the timeline under the prover-wide id `partition_id`, so the spans
+    /// of different requests' partitions stay apart.
+    pub fn drawn_as(mut self, partition_id: usize) -> WorkTag {
+        self.timeline_partition = partition_id;
+        self
     }
     /// Adds a detail shown in the trace (bytes, sizes).
     pub fn with(mut self, key: &str, value: impl Into<serde_json::Value>) -> WorkTag {

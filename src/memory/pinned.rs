@@ -197,6 +197,42 @@ impl PinnedPool {
         Ok(PinnedScalars { data: Some(Arc::new(data)), lease: Some(lease), pool: Arc::downgrade(&self.shelf) })
     }
 
+    /// Allocates and pins idle buffers ahead of use, one per entry of `lengths` (in scalars),
+    /// so the first partitions do not pay for page-locking fresh memory. Idle buffers that
+    /// already fit are counted, and the pool never holds more than its idle limit.
+    /// Returns the bytes newly pinned.
+    pub fn warm(&self, lengths: &[usize]) -> Result<u64> {
+        let mut wanted: Vec<usize> = lengths.iter().map(|&len| len.max(1)).collect();
+        wanted.sort_unstable_by(|x, y| y.cmp(x));
+        // Match the largest requests against the idle buffers first (each buffer once).
+        let mut idle_capacities: Vec<usize> = self.shelf.idle.lock().iter().map(|(buf, _)| buf.capacity()).collect();
+        idle_capacities.sort_unstable_by(|x, y| y.cmp(x));
+        let mut missing = Vec::new();
+        for len in wanted {
+            match idle_capacities.iter().position(|&cap| cap >= len) {
+                Some(i) => {
+                    idle_capacities.remove(i);
+                }
+                None => missing.push(len),
+            }
+        }
+        let room = self.shelf.max_idle.saturating_sub(self.shelf.idle.lock().len());
+        let mut pinned = 0;
+        for len in missing.into_iter().take(room) {
+            let data: Vec<Scalar> = Vec::with_capacity(len);
+            let range = HostRange { addr: data.as_ptr() as usize, len: data.capacity() * 32 };
+            let lease = self.registry.pin(range)?;
+            pinned += range.len as u64;
+            self.shelf.put_back(data, lease);
+        }
+        Ok(pinned)
+    }
+
+    /// Idle buffers held pinned.
+    pub fn idle_buffers(&self) -> usize {
+        self.shelf.idle.lock().len()
+    }
+
     /// Bytes held pinned by idle buffers.
     pub fn idle_bytes(&self) -> u64 {
         self.shelf.idle.lock().iter().map(|(_, lease)| lease.range().len as u64).sum()
@@ -256,6 +292,37 @@ mod tests {
         assert_eq!(second.shared().as_slice(), &values[..50]);
         assert_eq!(device.pinned_ranges(), 1);
         drop(second);
+        pool.clear();
+        assert_eq!(device.pinned_ranges(), 0);
+    }
+
+    #[test]
+    fn a_warmed_pool_stages_without_pinning_again() {
+        let device = Arc::new(CpuDevice::new(0, 1 << 20));
+        let pool = PinnedPool::new(PinnedRegistry::new(device.clone()), 3);
+        let bytes = pool.warm(&[100, 40, 40]).unwrap();
+        assert_eq!(bytes, (100 + 40 + 40) * 32);
+        assert_eq!((device.pinned_ranges(), pool.idle_buffers()), (3, 3));
+        // Warming again for the same shape pins nothing new.
+        assert_eq!(pool.warm(&[100, 40, 40]).unwrap(), 0);
+        assert_eq!(device.pinned_ranges(), 3);
+
+        let values: Vec<Scalar> = (0..100u64).map(Scalar::from).collect();
+        let staged =
+            [pool.stage(&values).unwrap(), pool.stage(&values[..40]).unwrap(), pool.stage(&values[..7]).unwrap()];
+        assert_eq!(device.pinned_ranges(), 3, "staging pinned fresh memory after a warm-up");
+        assert_eq!(staged[0].shared().as_slice(), values.as_slice());
+        assert_eq!(staged[2].shared().as_slice(), &values[..7]);
+        drop(staged);
+        assert_eq!(pool.idle_buffers(), 3);
+    }
+
+    #[test]
+    fn warming_stops_at_the_idle_limit() {
+        let device = Arc::new(CpuDevice::new(0, 1 << 20));
+        let pool = PinnedPool::new(PinnedRegistry::new(device.clone()), 2);
+        assert_eq!(pool.warm(&[10, 20, 30, 40]).unwrap(), (40 + 30) * 32, "the largest buffers come first");
+        assert_eq!(device.pinned_ranges(), 2);
         pool.clear();
         assert_eq!(device.pinned_ranges(), 0);
     }

@@ -113,6 +113,13 @@ impl ProvingKey {
         }
     }
 
+    /// The scalar vectors a partition of this key stages in pinned memory, by length: the
+    /// domain-sized a, b and c evaluations, the aux assignment, and the A and B query scalars.
+    pub fn staging_lengths(&self) -> [usize; 6] {
+        let domain = self.h.len() + 1;
+        [domain, domain, domain, self.l.len(), self.a.len(), self.b_g1.len()]
+    }
+
     /// The bytes the query vectors occupy on a device: 96 per G1 point, 192 per G2 point.
     pub fn device_bytes(&self) -> u64 {
         let g1_points = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();

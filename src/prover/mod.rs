@@ -22,6 +22,7 @@ use crate::backend::{BackendKind, Device};
 use crate::circuit::Witness;
 use crate::error::{Error, Result};
 use crate::params::ProvingKey;
+use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
 use request::{InFlightLimiter, RequestState, Ticket};
 use scheduler::Scheduler;
@@ -380,6 +381,28 @@ impl Prover {
     /// for its upload. A key is never copied twice to one device.
     pub fn preload(&self, key: &Arc<ProvingKey>, devices: Option<&[usize]>) -> Result<()> {
         self.selected(devices).into_iter().try_for_each(|p| p.preload(key))
+    }
+
+    /// Gets `devices` (None: all) ready to stream partitions of `key`: preloads the key and
+    /// pins staging buffers for `in_flight` partitions of its shape, all devices at once, so
+    /// the first partitions do not wait on page-locking fresh host memory. Returns the host
+    /// bytes newly pinned for staging.
+    pub fn warm_up(&self, key: &Arc<ProvingKey>, devices: Option<&[usize]>) -> Result<u64> {
+        let selected = self.selected(devices);
+        std::thread::scope(|scope| {
+            let warming: Vec<_> = selected
+                .iter()
+                .map(|p| scope.spawn(move || p.preload(key).and_then(|()| p.warm_staging(key))))
+                .collect();
+            warming
+                .into_iter()
+                .map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(Error::Panicked { stage: Stage::Pin, message: "warming up a device panicked".into() })
+                    })
+                })
+                .sum()
+        })
     }
 
     /// Drops `key` from `devices` (None: all); returns on how many devices it was resident.

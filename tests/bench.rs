@@ -1,0 +1,57 @@
+//! `snarkpipe bench` as a library call: the warm-up, the streamed partitions and the
+//! one-device comparison of `--scaling`, on the CPU backend with modelled devices.
+
+use clap::Parser;
+use snarkpipe::bench::{self, BenchArgs, BenchReport};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+fn bench(flags: &str) -> BenchReport {
+    let seed: u64 = rand::random::<u32>() as u64;
+    eprintln!("seed {seed}");
+    let line = format!("bench --backend cpu --log-n 8 --seed {seed} {flags}");
+    let cli = Cli::parse_from(line.split_whitespace());
+    bench::run(&cli.args).expect("the bench runs")
+}
+
+#[test]
+fn a_streamed_run_verifies_every_partition_and_counts_each_on_the_timeline() {
+    let report = bench("--partitions 7 --cpu-devices 2 --in-flight 2");
+    assert_eq!((report.verified, report.failed), (7, 0), "{:?}", report.errors);
+    // Each partition is its own request; the timeline must still tell them apart.
+    let on_devices: usize = report.steady_state.devices.values().map(|d| d.partitions).sum();
+    assert_eq!(on_devices, 7, "{:?}", report.steady_state);
+    assert!(report.steady_state.devices.len() == 2, "both modelled devices should prove");
+    assert_eq!((report.budget.leaked_bytes, report.pinned.leaked_bytes), (0, 0));
+    assert!(report.budget.back_to_capacity);
+}
+
+#[test]
+fn the_warm_up_pins_staging_for_every_partition_in_flight_and_no_warm_up_pins_none() {
+    let warm = bench("--partitions 3 --in-flight 2");
+    assert!(warm.warm_up_error.is_none(), "{:?}", warm.warm_up_error);
+    // 2 partitions in flight × 6 staged vectors of a 2^8 domain: at least 12 × 32 bytes × 100.
+    assert!(warm.staging_bytes_pinned >= 2 * 6 * 32 * 100, "{}", warm.staging_bytes_pinned);
+    assert_eq!(warm.verified, 3);
+    let cold = bench("--partitions 3 --in-flight 2 --no-warm-up");
+    assert_eq!(cold.staging_bytes_pinned, 0);
+    assert_eq!(cold.verified, 3);
+    assert_eq!(cold.pinned.leaked_bytes, 0);
+}
+
+#[test]
+fn scaling_runs_the_stream_on_one_device_too_and_compares() {
+    let report = bench("--partitions 6 --cpu-devices 2 --scaling --in-flight 2");
+    let scaling = report.scaling.as_ref().expect("--scaling reports the one-device run");
+    assert_eq!((scaling.single_device_verified, scaling.single_device_failed), (6, 0));
+    assert_eq!(report.verified, 6);
+    assert_eq!(report.devices, 2);
+    let expected = scaling.single_device_seconds_per_partition / report.seconds_per_partition;
+    assert!((scaling.speedup - expected).abs() < 1e-9 * expected.max(1.0));
+    // Without the flag there is no comparison.
+    assert!(bench("--partitions 2").scaling.is_none());
+}
