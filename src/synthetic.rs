@@ -29,7 +29,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::circuit::{Density, Witness, WitnessShape};
-use crate::groth16::setup::{setup, ToxicWaste};
+use crate::groth16::setup::{setup_on, SetupEngine, ToxicWaste};
 use crate::math::Domain;
 use crate::params::ProvingKey;
 use crate::{Error, Result, Scalar};
@@ -39,6 +39,8 @@ pub const DEFAULT_NUM_INPUTS: usize = 8;
 
 /// Pairs of constraints whose values one RNG stream draws; the unit of parallel work.
 const PAIRS_PER_CHUNK: usize = 1 << 12;
+/// Setup keys of at least 2^this domain multiply their fixed bases on a GPU when there is one.
+const GPU_SETUP_MIN_LOG_N: u32 = 16;
 /// Points per random-key chunk: one running sum and one batch normalisation each.
 const POINTS_PER_CHUNK: usize = 1 << 12;
 
@@ -271,7 +273,9 @@ impl SyntheticSpec {
             }
         };
         let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
-        let params = setup(self.circuit(0), &waste)?;
+        // Small keys are quicker on the host than opening a GPU for them.
+        let engine = if self.log_n >= GPU_SETUP_MIN_LOG_N { SetupEngine::auto() } else { SetupEngine::Cpu };
+        let params = setup_on(self.circuit(0), &waste, engine)?;
         Ok(ProvingKey::from_parameters(&params))
     }
 

@@ -44,6 +44,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "ff_fp_mul_rate",
         ],
     ),
+    ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
     (
         "msm",
         &[

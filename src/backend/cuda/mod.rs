@@ -13,6 +13,7 @@ mod msm;
 mod ntt;
 mod probe;
 mod raw;
+mod setup;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ pub use context::{
 pub use msm::{window_bits_for, MsmCurve, MsmOptions, G1, G2};
 pub use ntt::domain_root;
 pub use probe::ProbeField;
+pub use setup::{fixed_base_g1, fixed_base_g2};
 
 use crate::backend::Device;
 use crate::error::{Error, Result};
