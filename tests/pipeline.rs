@@ -299,3 +299,84 @@ fn a_lying_budget_meets_a_real_out_of_memory_and_the_device_recovers() {
     prover.shutdown(Shutdown::Drain);
     assert_nothing_held(&prover);
 }
+
+/// A CPU prover whose one modelled device holds `device_bytes`.
+fn prover_with_device_bytes(device_bytes: u64) -> Prover {
+    Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        cpu_device_bytes: device_bytes,
+        workers_per_device: 2,
+        in_flight: 3,
+        memory_reserve_bytes: 0,
+        retries: 0,
+        ..ProverConfig::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_key_too_large_for_the_device_streams_in_chunks_and_proves_the_same() {
+    use snarkpipe::actors::admission::{key_chunk_bytes, partition_plan_bytes};
+    let spec = spec(8, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let witnesses = partitions(&spec, 3);
+    let plan = partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &witnesses[0].shape(), 8);
+    // Room for one partition and two chunks of 100 G2 points: far less than the key needs.
+    let chunk = 100;
+    let device_bytes = plan + key_chunk_bytes(chunk);
+    assert!(device_bytes < plan + key.device_bytes(), "the key would fit: the test proves nothing");
+
+    let seed = fresh_seed();
+    let streamed = prover_with_device_bytes(device_bytes);
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let proofs = streamed.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    let resident = cpu_prover(2, 3);
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let reference = resident.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    for ((proof, expected), witness) in proofs.iter().zip(&reference).zip(&witnesses) {
+        assert_eq!(bytes(proof), bytes(expected), "a streamed key gave another proof");
+        assert!(groth16::verify(&key.prepared_vk(), proof, witness.public_inputs()).unwrap());
+    }
+    assert!(resident.is_resident(&key, 0), "the roomy device should keep the key");
+    assert!(!streamed.is_resident(&key, 0), "a key that does not fit must not be made resident");
+
+    // Every query went up in chunks on the key streams: ⌈len/100⌉ copies per MSM, l the longest.
+    let timeline = streamed.timeline().snapshot();
+    let chunk_copies = timeline.spans.iter().filter(|s| s.args.contains_key("key_chunk")).count();
+    let per_partition: usize = [key.h.len(), key.l.len(), key.a.len(), key.b_g1.len(), key.b_g2.len()]
+        .iter()
+        .map(|&len| len.div_ceil(chunk).max(1))
+        .sum();
+    assert_eq!(chunk_copies, per_partition * witnesses.len());
+    assert!(per_partition > 5, "each query should need several chunks");
+    streamed.shutdown(Shutdown::Drain);
+    assert_nothing_held(&streamed);
+    resident.shutdown(Shutdown::Drain);
+}
+
+#[test]
+fn a_device_without_room_for_even_the_smallest_key_chunk_refuses_at_admission() {
+    use snarkpipe::actors::admission::{key_chunk_bytes, partition_plan_bytes, MIN_KEY_CHUNK_POINTS};
+    let spec = spec(8, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let witnesses = partitions(&spec, 2);
+    let plan = partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &witnesses[0].shape(), 8);
+    let needed = plan + key_chunk_bytes(MIN_KEY_CHUNK_POINTS);
+    let prover = prover_with_device_bytes(needed - 1);
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let err = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap_err();
+    match err.root_cause() {
+        Error::PlanExceedsDevice { needed_bytes, capacity_bytes, .. } => {
+            assert_eq!((*needed_bytes, *capacity_bytes), (needed, needed - 1))
+        }
+        other => panic!("expected PlanExceedsDevice, got {other}"),
+    }
+    // The twin with exactly that room proves, streaming the smallest chunks.
+    let roomy_enough = prover_with_device_bytes(needed);
+    let proofs = roomy_enough.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    assert!(groth16::verify(&key.prepared_vk(), &proofs[1], witnesses[1].public_inputs()).unwrap());
+    prover.shutdown(Shutdown::Drain);
+    roomy_enough.shutdown(Shutdown::Drain);
+    assert_nothing_held(&prover);
+    assert_nothing_held(&roomy_enough);
+}

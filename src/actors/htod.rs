@@ -1,9 +1,10 @@
 //! The host-to-device actor: allocates the partition's device buffers under its grant and
-//! queues the copies on the device's upload stream (the proving key's too, once per device).
+//! queues the copies on the device's upload stream (the proving key's too, once per device;
+//! a key too large to stay resident gets two chunk buffers instead, filled by the MSM stage).
 
 use super::messages::{PartitionBuffers, PartitionJob};
 use super::stage_actor::StageLogic;
-use crate::backend::{scalar_bytes, Device, MSM_RESULTS_BYTES};
+use crate::backend::{g2_bytes, scalar_bytes, Device, MSM_RESULTS_BYTES};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -17,8 +18,11 @@ impl StageLogic for Staging {
         let pipeline = job.pipeline.clone();
         let stream = pipeline.copy_in.clone();
         job.used(&stream);
-        let resident = job.resident_key.clone().ok_or_else(|| missing("resident key"))?;
-        resident.upload_once(&job.key, &stream, job.partition_id)?;
+        match (&job.resident_key, job.key_chunk_points) {
+            (Some(resident), _) => resident.upload_once(&job.key, &stream, job.partition_id)?,
+            (None, Some(_)) => {}
+            (None, None) => return Err(missing("resident key")),
+        }
 
         let device: &dyn Device = pipeline.device.as_ref();
         let staged = job.staged.as_ref().ok_or_else(|| missing("pinned inputs"))?;
@@ -33,6 +37,10 @@ impl StageLogic for Staging {
             b_query: scalars(staged.b_query.len())?,
             workspace: device.allocate(device.workspace_bytes(job.log_n, domain.max(staged.aux.len())).max(1))?,
             results: device.allocate(MSM_RESULTS_BYTES)?,
+            key_chunks: match job.key_chunk_points {
+                Some(chunk) => vec![device.allocate(g2_bytes(chunk))?, device.allocate(g2_bytes(chunk))?],
+                None => Vec::new(),
+            },
         };
         for (src, dst) in [
             (&staged.a, &buffers.a),

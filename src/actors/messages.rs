@@ -14,7 +14,7 @@ use crate::backend::faults::FaultInjector;
 use crate::backend::{DeviceBuffer, DeviceStream, FailureSlot, PendingResults, StageEvent, WorkTag};
 use crate::circuit::Witness;
 use crate::error::{Error, Result};
-use crate::memory::PinnedScalars;
+use crate::memory::{PinLease, PinnedScalars};
 use crate::params::ProvingKey;
 use crate::prover::request::{InFlightToken, RequestState};
 use crate::stage::Stage;
@@ -45,6 +45,8 @@ pub struct PartitionBuffers {
     pub b_query: DeviceBuffer,
     pub workspace: DeviceBuffer,
     pub results: DeviceBuffer,
+    /// With a streamed key: the two chunk buffers its points pass through (empty otherwise).
+    pub key_chunks: Vec<DeviceBuffer>,
 }
 
 /// One partition in flight.
@@ -74,6 +76,11 @@ pub struct PartitionJob {
     pub buffers: Option<PartitionBuffers>,
     pub staged: Option<StagedInputs>,
     pub resident_key: Option<Arc<ResidentKey>>,
+    /// Set when the key does not fit on the device beside the partition: its points stream
+    /// through two chunk buffers of this many points (see `actors/msm.rs`).
+    pub key_chunk_points: Option<usize>,
+    /// The key's host vectors, page-locked while a streamed key's chunks are copied.
+    pub key_pins: Vec<PinLease>,
     pub grant: Option<Grant>,
     pub streams_used: Vec<Arc<dyn DeviceStream>>,
     pub htod_done: Option<StageEvent>,

@@ -1,15 +1,49 @@
 //! The MSM actor: queues the five multi-scalar multiplications of a proof (h, l, a and b in
 //! G1, b in G2) on the partition's worker stream, after its NTT.
+//!
+//! With a resident key each MSM reads the key's device copy. A key too large to stay resident
+//! streams instead: its points go up chunk by chunk, from page-locked host memory, into two
+//! chunk buffers on the worker's key stream, while the worker's compute stream runs the MSM
+//! of the previous chunk (double buffering: a buffer is refilled only after the MSM that read
+//! it). Each chunk's MSM adds into the partition's result slot.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G2Affine};
 
 use super::htod::missing;
 use super::messages::PartitionJob;
 use super::stage_actor::StageLogic;
-use crate::backend::{Group, MsmSlot};
+use crate::backend::{DeviceBuffer, Group, MsmSlot, StageEvent};
 use crate::error::Result;
 use crate::stage::Stage;
 
 /// Runs the MSMs on the device.
 pub struct Multiexp;
+
+/// Where one MSM's points come from.
+enum KeyPoints<'a> {
+    /// Already on the device.
+    Resident(&'a DeviceBuffer),
+    /// On the host, streamed in chunks.
+    Host(HostPoints<'a>),
+}
+
+/// A key vector on the host.
+enum HostPoints<'a> {
+    G1(&'a Arc<Vec<G1Affine>>),
+    G2(&'a Arc<Vec<G2Affine>>),
+}
+
+/// The chunks `len` terms stream in; one empty chunk when there are none, so the MSM still
+/// runs and fills its slot (with the identity).
+fn chunks(len: usize, chunk: usize) -> Vec<Range<usize>> {
+    if len == 0 {
+        return std::iter::once(0..0).collect();
+    }
+    (0..len).step_by(chunk.max(1)).map(|start| start..(start + chunk).min(len)).collect()
+}
 
 impl StageLogic for Multiexp {
     const STAGE: Stage = Stage::Msm;
@@ -18,25 +52,94 @@ impl StageLogic for Multiexp {
         let stream = job.pipeline.compute[job.worker].clone();
         job.used(&stream);
         stream.wait_event(job.ntt_done.as_ref().ok_or_else(|| missing("NTT event"))?)?;
-        let key = job.resident_key.clone().ok_or_else(|| missing("resident key"))?;
-        key.failure.check()?;
-        let uploaded = key.uploaded.get().ok_or_else(|| missing("proving key upload"))?;
-        stream.wait_event(uploaded)?;
+        let resident = job.resident_key.clone();
+        if let Some(key) = &resident {
+            key.failure.check()?;
+            let uploaded = key.uploaded.get().ok_or_else(|| missing("proving key upload"))?;
+            stream.wait_event(uploaded)?;
+        }
         let buffers = job.buffers.as_ref().ok_or_else(|| missing("device buffers"))?;
         let staged = job.staged.as_ref().ok_or_else(|| missing("pinned inputs"))?;
         let h_len = (1usize << job.log_n) - 1;
+        let key = &job.key;
+        let (h, l, a, b_g1, b_g2) = match &resident {
+            Some(r) => (
+                KeyPoints::Resident(&r.h),
+                KeyPoints::Resident(&r.l),
+                KeyPoints::Resident(&r.a),
+                KeyPoints::Resident(&r.b_g1),
+                KeyPoints::Resident(&r.b_g2),
+            ),
+            None => (
+                KeyPoints::Host(HostPoints::G1(&key.h)),
+                KeyPoints::Host(HostPoints::G1(&key.l)),
+                KeyPoints::Host(HostPoints::G1(&key.a)),
+                KeyPoints::Host(HostPoints::G1(&key.b_g1)),
+                KeyPoints::Host(HostPoints::G2(&key.b_g2)),
+            ),
+        };
         let runs = [
-            (Group::G1, &key.h, &buffers.a, h_len, MsmSlot::H),
-            (Group::G1, &key.l, &buffers.aux, staged.aux.len(), MsmSlot::L),
-            (Group::G1, &key.a, &buffers.a_query, staged.a_query.len(), MsmSlot::A),
-            (Group::G1, &key.b_g1, &buffers.b_query, staged.b_query.len(), MsmSlot::BG1),
-            (Group::G2, &key.b_g2, &buffers.b_query, staged.b_query.len(), MsmSlot::BG2),
+            (Group::G1, h, &buffers.a, h_len, MsmSlot::H),
+            (Group::G1, l, &buffers.aux, staged.aux.len(), MsmSlot::L),
+            (Group::G1, a, &buffers.a_query, staged.a_query.len(), MsmSlot::A),
+            (Group::G1, b_g1, &buffers.b_query, staged.b_query.len(), MsmSlot::BG1),
+            (Group::G2, b_g2, &buffers.b_query, staged.b_query.len(), MsmSlot::BG2),
         ];
-        for (group, bases, scalars, len, slot) in runs {
+
+        let key_stream = job.pipeline.key_in[job.worker].clone();
+        let chunk = job.key_chunk_points.unwrap_or(usize::MAX);
+        // The MSM that last read each chunk buffer: its refill waits for it.
+        let mut last_read: [Option<StageEvent>; 2] = [None, None];
+        let mut filled = 0usize;
+        let mut streamed = false;
+        for (group, source, scalars, len, slot) in runs {
             let tag = job.tag(Stage::Msm).with("msm", format!("{slot:?}")).with("points", len);
-            stream.msm(group, bases, scalars, len, &buffers.workspace, &buffers.results, slot, &tag)?;
+            let bases = match source {
+                KeyPoints::Resident(bases) => {
+                    stream.msm(group, bases, scalars, 0..len, &buffers.workspace, &buffers.results, slot, &tag)?;
+                    continue;
+                }
+                KeyPoints::Host(points) => points,
+            };
+            streamed = true;
+            for terms in chunks(len, chunk) {
+                let buffer = filled % 2;
+                let target = buffers.key_chunks.get(buffer).ok_or_else(|| missing("key chunk buffers"))?;
+                if let Some(read) = &last_read[buffer] {
+                    key_stream.wait_event(read)?;
+                }
+                let copy_tag = job.tag(Stage::Htod).with("key_chunk", format!("{slot:?} {terms:?}"));
+                match &bases {
+                    HostPoints::G1(points) => {
+                        key_stream.copy_g1_to_device((*points).clone(), terms.clone(), target, &copy_tag)?
+                    }
+                    HostPoints::G2(points) => {
+                        key_stream.copy_g2_to_device((*points).clone(), terms.clone(), target, &copy_tag)?
+                    }
+                }
+                stream.wait_event(&key_stream.record_event()?)?;
+                stream.msm(group, target, scalars, terms, &buffers.workspace, &buffers.results, slot, &tag)?;
+                last_read[buffer] = Some(stream.record_event()?);
+                filled += 1;
+            }
+        }
+        if streamed {
+            job.used(&key_stream);
         }
         job.msm_done = Some(stream.record_event()?);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks;
+
+    #[test]
+    fn chunks_cover_every_term_once() {
+        assert_eq!(chunks(10, 4), vec![0..4, 4..8, 8..10]);
+        assert_eq!(chunks(8, 4), vec![0..4, 4..8]);
+        assert_eq!(chunks(3, 4), vec![0..3]);
+        assert_eq!(chunks(0, 4), vec![0..0], "an empty MSM still fills its slot");
     }
 }

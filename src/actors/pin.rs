@@ -25,6 +25,10 @@ impl StageLogic for Pinning {
         });
         if let Some(resident) = &job.resident_key {
             job.pipeline.pin_key_host(resident, &job.key)?;
+        } else if job.key_chunk_points.is_some() {
+            // A streamed key is copied chunk by chunk for every partition: keep it
+            // page-locked while this partition uses it (the registry pins a range once).
+            job.key_pins = job.pipeline.pin_key_ranges(&job.key)?;
         }
         Ok(())
     }

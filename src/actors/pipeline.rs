@@ -77,11 +77,11 @@ impl ResidentKey {
             .with("what", "proving key")
             .with("bytes", key.device_bytes());
         let queued = (|| -> Result<()> {
-            stream.copy_g1_to_device(key.h.clone(), &self.h, &tag)?;
-            stream.copy_g1_to_device(key.l.clone(), &self.l, &tag)?;
-            stream.copy_g1_to_device(key.a.clone(), &self.a, &tag)?;
-            stream.copy_g1_to_device(key.b_g1.clone(), &self.b_g1, &tag)?;
-            stream.copy_g2_to_device(key.b_g2.clone(), &self.b_g2, &tag)?;
+            stream.copy_g1_to_device(key.h.clone(), 0..key.h.len(), &self.h, &tag)?;
+            stream.copy_g1_to_device(key.l.clone(), 0..key.l.len(), &self.l, &tag)?;
+            stream.copy_g1_to_device(key.a.clone(), 0..key.a.len(), &self.a, &tag)?;
+            stream.copy_g1_to_device(key.b_g1.clone(), 0..key.b_g1.len(), &self.b_g1, &tag)?;
+            stream.copy_g2_to_device(key.b_g2.clone(), 0..key.b_g2.len(), &self.b_g2, &tag)?;
             let _ = self.uploaded.set(stream.record_event()?);
             Ok(())
         })();
@@ -101,6 +101,9 @@ pub struct DevicePipeline {
     pub copy_in: Arc<dyn DeviceStream>,
     pub copy_out: Arc<dyn DeviceStream>,
     pub compute: Vec<Arc<dyn DeviceStream>>,
+    /// Per worker, the copy stream a streamed key's chunks go up on (so they overlap the
+    /// worker's MSMs without holding up other partitions' uploads).
+    pub key_in: Vec<Arc<dyn DeviceStream>>,
     pub timeline: TimelineRecorder,
     /// Panics injected into this device's actors (disabled unless faults target this device).
     pub faults: Arc<FaultInjector>,
@@ -131,6 +134,9 @@ impl DevicePipeline {
         let compute = (0..workers)
             .map(|w| device.new_stream(&format!("compute{w}"), timeline.clone()))
             .collect::<Result<Vec<_>>>()?;
+        let key_in = (0..workers)
+            .map(|w| device.new_stream(&format!("key{w}"), timeline.clone()))
+            .collect::<Result<Vec<_>>>()?;
         let registry = PinnedRegistry::new(device.clone());
         let pipeline = Arc::new(DevicePipeline {
             ordinal,
@@ -140,6 +146,7 @@ impl DevicePipeline {
             copy_in,
             copy_out,
             compute,
+            key_in,
             timeline,
             faults,
             keys: Mutex::new(Vec::new()),
@@ -257,21 +264,24 @@ impl DevicePipeline {
         if !pins.is_empty() {
             return Ok(());
         }
-        // All five or none: a partial set would leave the key half pinned for good.
-        let mut leases = Vec::with_capacity(5);
-        for range in [
+        *pins = self.pin_key_ranges(key)?;
+        Ok(())
+    }
+
+    /// Leases on the key's five host vectors: all five or none, since a partial set would
+    /// leave the key half pinned. Pinning a range already pinned only counts a user.
+    pub fn pin_key_ranges(&self, key: &ProvingKey) -> Result<Vec<PinLease>> {
+        [
             HostRange::of(&key.h),
             HostRange::of(&key.l),
             HostRange::of(&key.a),
             HostRange::of(&key.b_g1),
             HostRange::of(&key.b_g2),
-        ] {
-            if range.len > 0 {
-                leases.push(self.pool.registry().pin(range)?);
-            }
-        }
-        *pins = leases;
-        Ok(())
+        ]
+        .into_iter()
+        .filter(|range| range.len > 0)
+        .map(|range| self.pool.registry().pin(range))
+        .collect()
     }
 
     /// Makes `key` resident now and waits for its upload (an explicit preload).

@@ -7,6 +7,7 @@
 //! exactly what the CUDA device must produce too.
 
 use std::collections::HashSet;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -190,14 +191,32 @@ impl DeviceStream for CpuStream {
         self.enqueue_work(tag, move || store(&dst, scalar_bytes(src.len()), Contents::Scalars(src.to_vec())))
     }
 
-    fn copy_g1_to_device(&self, src: Arc<Vec<G1Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+    fn copy_g1_to_device(
+        &self,
+        src: Arc<Vec<G1Affine>>,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
         let dst = dst.clone();
-        self.enqueue_work(tag, move || store(&dst, super::g1_bytes(src.len()), Contents::G1(src.to_vec())))
+        self.enqueue_work(tag, move || {
+            let points = src.get(range.clone()).ok_or_else(|| out_of_range(&dst, &range, src.len()))?;
+            store(&dst, super::g1_bytes(points.len()), Contents::G1(points.to_vec()))
+        })
     }
 
-    fn copy_g2_to_device(&self, src: Arc<Vec<G2Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+    fn copy_g2_to_device(
+        &self,
+        src: Arc<Vec<G2Affine>>,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
         let dst = dst.clone();
-        self.enqueue_work(tag, move || store(&dst, super::g2_bytes(src.len()), Contents::G2(src.to_vec())))
+        self.enqueue_work(tag, move || {
+            let points = src.get(range.clone()).ok_or_else(|| out_of_range(&dst, &range, src.len()))?;
+            store(&dst, super::g2_bytes(points.len()), Contents::G2(points.to_vec()))
+        })
     }
 
     fn quotient(
@@ -235,7 +254,7 @@ impl DeviceStream for CpuStream {
         group: Group,
         bases: &DeviceBuffer,
         scalars: &DeviceBuffer,
-        len: usize,
+        terms: Range<usize>,
         _workspace: &DeviceBuffer,
         results: &DeviceBuffer,
         slot: MsmSlot,
@@ -243,11 +262,12 @@ impl DeviceStream for CpuStream {
     ) -> Result<()> {
         let (bases, scalars, results) = (bases.clone(), scalars.clone(), results.clone());
         self.enqueue_work(tag, move || {
+            let len = terms.len();
             let scalar_contents = memory_of(&scalars)?.contents.lock();
             let Contents::Scalars(scalar_values) = &*scalar_contents else {
                 return Err(not_holding(&scalars, "scalars"));
             };
-            let scalar_values = scalar_values.get(..len).ok_or_else(|| short(&scalars, len))?;
+            let scalar_values = scalar_values.get(terms.clone()).ok_or_else(|| short(&scalars, terms.end))?;
             let base_contents = memory_of(&bases)?.contents.lock();
             let mut out = memory_of(&results)?.contents.lock();
             if !matches!(*out, Contents::Results(_)) {
@@ -257,11 +277,11 @@ impl DeviceStream for CpuStream {
             match (group, &*base_contents) {
                 (Group::G1, Contents::G1(points)) => {
                     let points = points.get(..len).ok_or_else(|| short(&bases, len))?;
-                    slots.set_g1(slot, msm::msm_g1(points, scalar_values))?;
+                    slots.add_g1(slot, msm::msm_g1(points, scalar_values))?;
                 }
                 (Group::G2, Contents::G2(points)) if slot == MsmSlot::BG2 => {
                     let points = points.get(..len).ok_or_else(|| short(&bases, len))?;
-                    slots.set_b_g2(msm::msm_g2(points, scalar_values));
+                    slots.add_b_g2(msm::msm_g2(points, scalar_values));
                 }
                 _ => return Err(not_holding(&bases, "points of the requested group")),
             }
@@ -286,6 +306,14 @@ impl DeviceStream for CpuStream {
             let slots = landed.lock().take().ok_or_else(|| missing(device, "the results were not copied"))?;
             slots.complete(device)
         }))
+    }
+}
+
+fn out_of_range(dst: &DeviceBuffer, range: &Range<usize>, len: usize) -> Error {
+    Error::Device {
+        device: dst.device(),
+        operation: "copy to device",
+        message: format!("points {range:?} of a vector of {len}"),
     }
 }
 

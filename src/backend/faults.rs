@@ -2,6 +2,7 @@
 //! rate, and panics injected into actors' handlers, so every failure path runs in tests.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -180,13 +181,25 @@ impl DeviceStream for FaultyStream {
         self.faults.maybe_fail(FaultSite::CopyToDevice, "host-to-device copy")?;
         self.inner.copy_scalars_to_device(src, dst, tag)
     }
-    fn copy_g1_to_device(&self, src: Arc<Vec<G1Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+    fn copy_g1_to_device(
+        &self,
+        src: Arc<Vec<G1Affine>>,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
         self.faults.maybe_fail(FaultSite::CopyToDevice, "host-to-device copy")?;
-        self.inner.copy_g1_to_device(src, dst, tag)
+        self.inner.copy_g1_to_device(src, range, dst, tag)
     }
-    fn copy_g2_to_device(&self, src: Arc<Vec<G2Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+    fn copy_g2_to_device(
+        &self,
+        src: Arc<Vec<G2Affine>>,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
         self.faults.maybe_fail(FaultSite::CopyToDevice, "host-to-device copy")?;
-        self.inner.copy_g2_to_device(src, dst, tag)
+        self.inner.copy_g2_to_device(src, range, dst, tag)
     }
     fn quotient(
         &self,
@@ -207,14 +220,14 @@ impl DeviceStream for FaultyStream {
         group: Group,
         bases: &DeviceBuffer,
         scalars: &DeviceBuffer,
-        len: usize,
+        terms: Range<usize>,
         workspace: &DeviceBuffer,
         results: &DeviceBuffer,
         slot: MsmSlot,
         tag: &WorkTag,
     ) -> Result<()> {
         self.faults.maybe_fail(FaultSite::KernelLaunch, "MSM kernel launch")?;
-        self.inner.msm(group, bases, scalars, len, workspace, results, slot, tag)?;
+        self.inner.msm(group, bases, scalars, terms, workspace, results, slot, tag)?;
         self.maybe_fail_on_completion(tag, "MSM");
         Ok(())
     }

@@ -16,6 +16,7 @@ mod work;
 
 use std::any::Any;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use blstrs::{G1Affine, G2Affine, Scalar};
@@ -187,8 +188,21 @@ pub trait DeviceStream: Send + Sync {
     fn record_event(&self) -> Result<StageEvent>;
 
     fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;
-    fn copy_g1_to_device(&self, src: Arc<Vec<G1Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;
-    fn copy_g2_to_device(&self, src: Arc<Vec<G2Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;
+    /// Copies `src[range]` to the start of `dst` (a whole key vector, or one chunk of it).
+    fn copy_g1_to_device(
+        &self,
+        src: Arc<Vec<G1Affine>>,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()>;
+    fn copy_g2_to_device(
+        &self,
+        src: Arc<Vec<G2Affine>>,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()>;
 
     /// The quotient polynomial: `a`, `b`, `c` hold evaluations over the domain of size
     /// 2^log_n (zero-padded); afterwards `a` holds h's first 2^log_n − 1 coefficients.
@@ -202,14 +216,16 @@ pub trait DeviceStream: Send + Sync {
         tag: &WorkTag,
     ) -> Result<()>;
 
-    /// Σ scalars[i]·bases[i] over the first `len` elements, written to `slot` of `results`.
+    /// Σ scalars[terms.start + i]·bases[i] for i < terms.len(), added into `slot` of `results`
+    /// (which starts empty): the whole MSM with a resident key, or one chunk of it when the
+    /// key streams through `bases`.
     #[allow(clippy::too_many_arguments)]
     fn msm(
         &self,
         group: Group,
         bases: &DeviceBuffer,
         scalars: &DeviceBuffer,
-        len: usize,
+        terms: Range<usize>,
         workspace: &DeviceBuffer,
         results: &DeviceBuffer,
         slot: MsmSlot,

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use blstrs::{G1Projective, G2Projective};
+use group::Group;
 
 use crate::groth16::MsmResults;
 use crate::stage::Stage;
@@ -101,20 +102,23 @@ pub struct MsmResultSlots {
 }
 
 impl MsmResultSlots {
-    /// Stores a G1 result; `MsmSlot::BG2` takes a G2 point and is refused here.
-    pub fn set_g1(&mut self, slot: MsmSlot, sum: G1Projective) -> Result<()> {
-        match slot {
-            MsmSlot::H => self.h = Some(sum),
-            MsmSlot::L => self.l = Some(sum),
-            MsmSlot::A => self.a = Some(sum),
-            MsmSlot::BG1 => self.b_g1 = Some(sum),
+    /// Adds a G1 result (one MSM, or one chunk of a streamed key's MSM) into its slot;
+    /// `MsmSlot::BG2` takes a G2 point and is refused here.
+    pub fn add_g1(&mut self, slot: MsmSlot, sum: G1Projective) -> Result<()> {
+        let target = match slot {
+            MsmSlot::H => &mut self.h,
+            MsmSlot::L => &mut self.l,
+            MsmSlot::A => &mut self.a,
+            MsmSlot::BG1 => &mut self.b_g1,
             MsmSlot::BG2 => return Err(Error::Synthesis("internal: a G1 result for the G2 slot".into())),
-        }
+        };
+        *target = Some(target.unwrap_or(G1Projective::identity()) + sum);
         Ok(())
     }
 
-    pub fn set_b_g2(&mut self, sum: G2Projective) {
-        self.b_g2 = Some(sum);
+    /// Adds a G2 result into the b slot.
+    pub fn add_b_g2(&mut self, sum: G2Projective) {
+        self.b_g2 = Some(self.b_g2.unwrap_or(G2Projective::identity()) + sum);
     }
 
     /// All five results, or an error naming the MSM that did not run.

@@ -120,6 +120,11 @@ impl ProvingKey {
         [domain, domain, domain, self.l.len(), self.a.len(), self.b_g1.len()]
     }
 
+    /// Points in the longest query vector (what a streamed key's chunks must cover).
+    pub fn longest_query(&self) -> usize {
+        [self.h.len(), self.l.len(), self.a.len(), self.b_g1.len(), self.b_g2.len()].into_iter().max().unwrap_or(0)
+    }
+
     /// The bytes the query vectors occupy on a device: 96 per G1 point, 192 per G2 point.
     pub fn device_bytes(&self) -> u64 {
         let g1_points = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();

@@ -160,6 +160,8 @@ impl Scheduler {
             buffers: None,
             staged: None,
             resident_key: None,
+            key_chunk_points: None,
+            key_pins: Vec::new(),
             grant: None,
             streams_used: Vec::new(),
             htod_done: None,

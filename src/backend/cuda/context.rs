@@ -432,6 +432,26 @@ impl GpuStream {
         self.inner.memcpy_dtod(&src.bytes.slice(0..n), &mut view).map_err(self.err("copy on device"))
     }
 
+    /// Device-to-device copy of `src[offset..offset + dst.len()]` into `dst`.
+    pub fn copy_from_offset<T: DeviceElement>(
+        &self,
+        src: &GpuBuffer<T>,
+        offset: usize,
+        dst: &mut GpuBuffer<T>,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        if offset + dst.len > src.len {
+            return Err(Error::Device {
+                device: self.gpu.ordinal,
+                operation: "copy on device",
+                message: format!("values {offset}..{} of a buffer of {}", offset + dst.len, src.len),
+            });
+        }
+        let (start, n) = (offset * size, dst.size_bytes());
+        let mut view = dst.bytes.slice_mut(0..n);
+        self.inner.memcpy_dtod(&src.bytes.slice(start..start + n), &mut view).map_err(self.err("copy on device"))
+    }
+
     /// Sets every u32 of `dst` to `value`.
     pub fn fill_u32(&self, dst: &mut GpuBuffer<u32>, value: u32) -> Result<()> {
         let ptr = dst.ptr(self);

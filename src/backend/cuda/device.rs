@@ -8,6 +8,7 @@
 //! stage then only hands them over.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -192,20 +193,27 @@ impl CudaStream {
         self.queue.enqueue_work(tag, move || gpu.timed(work))
     }
 
+    /// Copies `src[range]` to the start of `dst`; the rest of `dst` is zeroed.
     fn upload<T: super::context::DeviceElement>(
         &self,
         src: Arc<Vec<T>>,
+        range: Range<usize>,
         dst: &DeviceBuffer,
         tag: &WorkTag,
     ) -> Result<()> {
         let dst = dst.clone();
         self.enqueue(tag, move |stream| {
+            let values = src.get(range.clone()).ok_or_else(|| Error::Device {
+                device: dst.device(),
+                operation: "copy to device",
+                message: format!("values {range:?} of a vector of {}", src.len()),
+            })?;
             with_buffer::<T, _>(&dst, |buffer| {
-                if src.len() < buffer.len() {
+                if values.len() < buffer.len() {
                     // The rest of the buffer must read as zeros (the domain's padding).
                     with_zeros(stream, buffer)?;
                 }
-                stream.upload_into(&src, buffer)
+                stream.upload_into(values, buffer)
             })
         })
     }
@@ -234,15 +242,28 @@ impl DeviceStream for CudaStream {
     }
 
     fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
-        self.upload(src, dst, tag)
+        let all = 0..src.len();
+        self.upload(src, all, dst, tag)
     }
 
-    fn copy_g1_to_device(&self, src: Arc<Vec<G1Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
-        self.upload(src, dst, tag)
+    fn copy_g1_to_device(
+        &self,
+        src: Arc<Vec<G1Affine>>,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        self.upload(src, range, dst, tag)
     }
 
-    fn copy_g2_to_device(&self, src: Arc<Vec<G2Affine>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
-        self.upload(src, dst, tag)
+    fn copy_g2_to_device(
+        &self,
+        src: Arc<Vec<G2Affine>>,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        self.upload(src, range, dst, tag)
     }
 
     fn quotient(
@@ -267,7 +288,7 @@ impl DeviceStream for CudaStream {
         group: Group,
         bases: &DeviceBuffer,
         scalars: &DeviceBuffer,
-        len: usize,
+        terms: Range<usize>,
         _workspace: &DeviceBuffer,
         results: &DeviceBuffer,
         slot: MsmSlot,
@@ -277,21 +298,35 @@ impl DeviceStream for CudaStream {
         self.enqueue(tag, move |stream| {
             let opts = MsmOptions { window_bits: None, ones_fast_path: true };
             let out = memory_of(&results)?;
-            with_buffer::<Scalar, _>(&scalars, |scalars| match (group, slot) {
-                (Group::G2, MsmSlot::BG2) => {
-                    let sum = with_buffer::<G2Affine, _>(&bases, |bases| stream.msm_g2(bases, scalars, len, opts))?;
-                    out.results.lock().set_b_g2(sum);
-                    Ok(())
+            let len = terms.len();
+            with_buffer::<Scalar, _>(&scalars, |all_scalars| {
+                // A chunk of a streamed key pairs with scalars further in: copy them to the front
+                // of a scratch buffer (a device-to-device copy, microseconds).
+                let shifted = match terms.start {
+                    0 => None,
+                    start => {
+                        let mut chunk = stream.alloc::<Scalar>(len)?;
+                        stream.copy_from_offset(all_scalars, start, &mut chunk)?;
+                        Some(chunk)
+                    }
+                };
+                let scalars = shifted.as_ref().unwrap_or(all_scalars);
+                match (group, slot) {
+                    (Group::G2, MsmSlot::BG2) => {
+                        let sum = with_buffer::<G2Affine, _>(&bases, |bases| stream.msm_g2(bases, scalars, len, opts))?;
+                        out.results.lock().add_b_g2(sum);
+                        Ok(())
+                    }
+                    (Group::G1, slot) if slot != MsmSlot::BG2 => {
+                        let sum = with_buffer::<G1Affine, _>(&bases, |bases| stream.msm_g1(bases, scalars, len, opts))?;
+                        out.results.lock().add_g1(slot, sum)
+                    }
+                    _ => Err(Error::Device {
+                        device: stream.gpu().ordinal(),
+                        operation: "msm",
+                        message: format!("a {group:?} MSM cannot fill the {slot:?} result"),
+                    }),
                 }
-                (Group::G1, slot) if slot != MsmSlot::BG2 => {
-                    let sum = with_buffer::<G1Affine, _>(&bases, |bases| stream.msm_g1(bases, scalars, len, opts))?;
-                    out.results.lock().set_g1(slot, sum)
-                }
-                _ => Err(Error::Device {
-                    device: stream.gpu().ordinal(),
-                    operation: "msm",
-                    message: format!("a {group:?} MSM cannot fill the {slot:?} result"),
-                }),
             })
         })
     }
