@@ -23,6 +23,31 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// Device arithmetic as PTX carry chains (generated and checked by gen_mont_ptx.py), picked by
+// limb count: the two fields used here are Fr (8 limbs) and Fp (12 limbs). Device functions only;
+// the operators below use them under __CUDA_ARCH__ and the portable code elsewhere.
+#include "mont_ptx.cuh"
+// Which generated multiplication the fields use (the others stay for the harness's comparison).
+#ifndef FR_MUL_PTX
+#define FR_MUL_PTX fr_mul_eo
+#endif
+#ifndef FP_MUL_PTX
+#define FP_MUL_PTX fp_mul_eo
+#endif
+template <int N> struct ptx_field;
+template <> struct ptx_field<8> {
+    static __device__ __forceinline__ void mul(u32* r, const u32* a, const u32* b) { FR_MUL_PTX(r, a, b); }
+    static __device__ __forceinline__ void add(u32* r, const u32* a, const u32* b) { fr_add_ptx(r, a, b); }
+    static __device__ __forceinline__ void sub(u32* r, const u32* a, const u32* b) { fr_sub_ptx(r, a, b); }
+};
+template <> struct ptx_field<12> {
+    static __device__ __forceinline__ void mul(u32* r, const u32* a, const u32* b) { FP_MUL_PTX(r, a, b); }
+    static __device__ __forceinline__ void add(u32* r, const u32* a, const u32* b) { fp_add_ptx(r, a, b); }
+    static __device__ __forceinline__ void sub(u32* r, const u32* a, const u32* b) { fp_sub_ptx(r, a, b); }
+};
+#endif
+
 // P: modulus, ONE: R mod P, R2: R^2 mod P, INV: -P^-1 mod 2^32.
 template <int N, const u32* (*P)(), u32 INV>
 struct mont_t {
@@ -63,12 +88,31 @@ struct mont_t {
         for (int i = 0; i < N; i++) x[i] = take ? t[i] : x[i];
     }
 
-    friend HD mont_t operator+(mont_t a, const mont_t& b) {
+    friend HD mont_t operator+(const mont_t& a, const mont_t& b) {
+#if defined(__CUDA_ARCH__)
+        mont_t r;
+        ptx_field<N>::add(r.l, a.l, b.l);
+        return r;
+#else
+        return add_portable(a, b);
+#endif
+    }
+    friend HD mont_t operator-(const mont_t& a, const mont_t& b) {
+#if defined(__CUDA_ARCH__)
+        mont_t r;
+        ptx_field<N>::sub(r.l, a.l, b.l);
+        return r;
+#else
+        return sub_portable(a, b);
+#endif
+    }
+    // The portable versions (the host's, and the device reference in the harness).
+    static HD mont_t add_portable(mont_t a, const mont_t& b) {
         u32 c = add_raw(a.l, a.l, b.l);
         reduce_once(a.l, c);
         return a;
     }
-    friend HD mont_t operator-(mont_t a, const mont_t& b) {
+    static HD mont_t sub_portable(mont_t a, const mont_t& b) {
         u32 borrow = sub_raw(a.l, a.l, b.l);
         if (borrow) add_raw(a.l, a.l, P());
         return a;
@@ -83,11 +127,21 @@ struct mont_t {
 
     friend HD mont_t operator*(const mont_t& a, const mont_t& b) {
         if (N > 8) return mul_outlined(a, b);
-        return mul_inline(a, b);
+        return mul_fast(a, b);
     }
-    static MUL_OUTLINED mont_t mul_outlined(const mont_t& a, const mont_t& b) { return mul_inline(a, b); }
+    static MUL_OUTLINED mont_t mul_outlined(const mont_t& a, const mont_t& b) { return mul_fast(a, b); }
+    static HD mont_t mul_fast(const mont_t& a, const mont_t& b) {
+#if defined(__CUDA_ARCH__)
+        mont_t r;
+        ptx_field<N>::mul(r.l, a.l, b.l);
+        return r;
+#else
+        return mul_inline(a, b);
+#endif
+    }
 
-    // CIOS Montgomery multiplication: a·b·R^-1 mod P, inputs and output < P.
+    // Portable CIOS Montgomery multiplication: a·b·R^-1 mod P, inputs and output < P. The host's
+    // multiplication, and the device reference the harness compares the PTX version with.
     static HD mont_t mul_inline(const mont_t& a, const mont_t& b) {
         const u32* p = P();
         u32 t[N + 2];

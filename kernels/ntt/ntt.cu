@@ -1,25 +1,73 @@
 // Number-theoretic transforms over Fr (BLS12-381 scalars, Montgomery form, blst layout).
 //
-// Forward NTT, natural order in and out: bit-reverse, then radix-2 decimation-in-time stages.
-// The stages run in groups of up to 10 inside shared memory (one block holds 2^10 elements:
-// for a group starting at stage s, the elements whose index differs only in bits s..s+k-1,
-// times 2^(10-k) neighbouring columns so that global accesses stay contiguous).
+// Forward NTT, natural order in and out: an in-place bit reversal (ntt_bit_reverse, 16×16 tiles
+// through shared memory so that global accesses stay contiguous), then radix-2 decimation-in-time
+// stages in a few passes (ntt_dit_pass). A pass runs up to 10 consecutive stages on tiles of 2^10
+// elements: 2^k rows (the stage bits) × 2^(10-k) neighbouring columns. Each thread keeps 8 elements
+// in registers and does three stages (a radix-8 step, 12 butterflies) between shared-memory
+// exchanges, so a 10-stage pass needs 4 rounds, the first reading global memory directly and the
+// last writing it. Twiddles ω^e (e < n/2) come from one table built on the device.
 // The inverse is the forward transform followed by i -> n-i and a scale by 1/n; cosets scale
-// element i by g^i before (forward) or by g^-i after (inverse). Twiddles ω^e for e < n/2 sit
-// in one table built on the device from two small tables uploaded by the host.
-// Launch geometry is chosen in src/backend/cuda/ntt.rs.
+// element i by g^i before (forward) or by g^-i after (inverse).
+// Launch geometry is chosen in src/backend/cuda/ntt.rs (and mirrored in kernels/harness).
 #include "../ff/bls12_381.cuh"
 
 #define NTT_LOG_BLOCK 10
 
 __device__ __forceinline__ u32 brev(u32 i, u32 log_n) { return log_n ? __brev(i) >> (32 - log_n) : 0; }
 
+// 32-byte elements as two 16-byte accesses (fr_t alone is only 4-byte aligned, which makes the
+// compiler split it into eight 4-byte accesses). Device buffers are 256-byte aligned.
+__device__ __forceinline__ fr_t load_fr(const fr_t* p) {
+    const uint4* v = reinterpret_cast<const uint4*>(p);
+    uint4 a = v[0], b = v[1];
+    fr_t r;
+    r.l[0] = a.x; r.l[1] = a.y; r.l[2] = a.z; r.l[3] = a.w;
+    r.l[4] = b.x; r.l[5] = b.y; r.l[6] = b.z; r.l[7] = b.w;
+    return r;
+}
+__device__ __forceinline__ void store_fr(fr_t* p, const fr_t& x) {
+    uint4* v = reinterpret_cast<uint4*>(p);
+    v[0] = make_uint4(x.l[0], x.l[1], x.l[2], x.l[3]);
+    v[1] = make_uint4(x.l[4], x.l[5], x.l[6], x.l[7]);
+}
+
+
+#define NTT_BR_BITS 4  // bit-reversal tiles of 2^4 × 2^4 elements
+
+// In place: data[i] <-> data[brev(i)]. For log_n >= 8 the index is [hi:4 | mid | lo:4] and
+// brev maps tile `mid` (16 rows hi of 16 contiguous lo) onto tile brev(mid) transposed and
+// bit-reversed, so one block of 256 threads swaps the pair of tiles (mid <= brev(mid); the other
+// half of the blocks exit) with contiguous 512-byte row accesses. Grid: 2^(log_n-8) blocks.
+// Smaller sizes: one thread per index, any grid.
 extern "C" __global__ void ntt_bit_reverse(fr_t* data, u32 log_n) {
-    u32 n = 1u << log_n;
-    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        u32 j = brev(i, log_n);
-        if (i < j) { fr_t t = data[i]; data[i] = data[j]; data[j] = t; }
+    const u32 n = 1u << log_n;
+    if (log_n < 2 * NTT_BR_BITS) {
+        for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+            u32 j = brev(i, log_n);
+            if (i < j) { fr_t t = data[i]; data[i] = data[j]; data[j] = t; }
+        }
+        return;
     }
+    // word-major, rows padded to 17 so that transposed reads spread over the banks
+    __shared__ u32 tile[2][8][16 * 17];
+    const u32 mid_bits = log_n - 2 * NTT_BR_BITS;
+    const u32 m = blockIdx.x, m_rev = brev(m, mid_bits);
+    if (m_rev < m) return;
+    const u32 row = threadIdx.x >> 4, col = threadIdx.x & 15;
+    const size_t row_stride = (size_t)1 << (log_n - NTT_BR_BITS);
+    const size_t at0 = row * row_stride + ((size_t)m << NTT_BR_BITS) + col;
+    const size_t at1 = row * row_stride + ((size_t)m_rev << NTT_BR_BITS) + col;
+    fr_t a = load_fr(data + at0), b = load_fr(data + at1);
+#pragma unroll
+    for (int w = 0; w < 8; w++) { tile[0][w][row * 17 + col] = a.l[w]; tile[1][w][row * 17 + col] = b.l[w]; }
+    __syncthreads();
+    // position (row, m, col) takes the element from (brev col, m_rev, brev row)
+    const u32 src = (__brev(col) >> 28) * 17 + (__brev(row) >> 28);
+#pragma unroll
+    for (int w = 0; w < 8; w++) { a.l[w] = tile[1][w][src]; b.l[w] = tile[0][w][src]; }
+    store_fr(data + at0, a);
+    if (m_rev != m) store_fr(data + at1, b);
 }
 
 // out[k] = hi[k >> log_lo] * lo[k & (2^log_lo - 1)] for k < count: powers of one root from
@@ -27,14 +75,14 @@ extern "C" __global__ void ntt_bit_reverse(fr_t* data, u32 log_n) {
 extern "C" __global__ void ntt_expand_powers(fr_t* out, const fr_t* hi, const fr_t* lo, u32 log_lo, u32 count) {
     u32 mask = (1u << log_lo) - 1;
     for (u32 k = blockIdx.x * blockDim.x + threadIdx.x; k < count; k += gridDim.x * blockDim.x)
-        out[k] = hi[k >> log_lo] * lo[k & mask];
+        store_fr(out + k, load_fr(hi + (k >> log_lo)) * load_fr(lo + (k & mask)));
 }
 
 // data[i] *= hi[i >> log_lo] * lo[i & mask]: multiplies element i by g^i (coset shift).
 extern "C" __global__ void ntt_scale_by_powers(fr_t* data, const fr_t* hi, const fr_t* lo, u32 log_lo, u32 n) {
     u32 mask = (1u << log_lo) - 1;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        data[i] = data[i] * (hi[i >> log_lo] * lo[i & mask]);
+        store_fr(data + i, load_fr(data + i) * (load_fr(hi + (i >> log_lo)) * load_fr(lo + (i & mask))));
 }
 
 // Turns a forward transform into an inverse one: swaps i and n-i (0 < i < n/2) and scales
@@ -44,15 +92,17 @@ extern "C" __global__ void ntt_reverse_and_scale(fr_t* data, const fr_t* scale, 
     u32 half = n >> 1;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i <= half; i += gridDim.x * blockDim.x) {
         if (i == 0 || i == half) {
-            data[i] = data[i] * s;
+            store_fr(data + i, load_fr(data + i) * s);
         } else {
-            fr_t a = data[i], b = data[n - i];
-            data[i] = b * s;
-            data[n - i] = a * s;
+            fr_t a = load_fr(data + i), b = load_fr(data + n - i);
+            store_fr(data + i, b * s);
+            store_fr(data + n - i, a * s);
         }
     }
 }
 
+// Radix-2, one butterfly per thread per stage: kept for domains of 2 and 4 elements, under
+// ntt_dit_pass's 8-element minimum tile.
 // Runs DIT stages first_stage .. first_stage+num_stages-1 (stage t joins pairs 2^t apart).
 // Block: 2^(log_block-1) threads over 2^log_block elements: 2^num_stages rows ("mid" bits
 // at first_stage) × 2^(log_block-num_stages) columns (low bits), needing
@@ -98,11 +148,121 @@ extern "C" __global__ void ntt_dit_stages(fr_t* data, const fr_t* twiddles, u32 
     }
 }
 
+#define NTT_LOG_TILE 10
+#define NTT_PER_THREAD 8  // elements per thread in ntt_dit_pass: three stages per exchange
+#ifndef NTT_MIN_BLOCKS
+#define NTT_MIN_BLOCKS 4  // blocks per SM that ntt_dit_pass's register use must allow
+#endif
+
+// Tile element L's word w lives at tile[w][swizzle(L)]: the xor spreads a warp's 32 accesses
+// over the banks for every stage pattern (at most 4-way, mostly conflict-free).
+__device__ __forceinline__ u32 tile_swizzle(u32 L) { return L ^ ((L >> 5) & 31); }
+
+// Runs DIT stages first_stage .. first_stage+num_stages-1 (stage t joins pairs 2^t apart, with
+// twiddle ω^(j·n/2^(t+1)) for j = index mod 2^t) on the bit-reversed data.
+// Tile: 2^log_tile elements = 2^k rows ("mid" bits at first_stage) × 2^(log_tile-k) columns (the
+// low bits), needing log_tile - k <= first_stage, 3 <= log_tile <= 10. Block: 2^(log_tile-3)
+// threads; grid: n >> log_tile blocks. twiddles[e] = ω^e, e < n/2.
+// Round r handles stages b = 3r .. b+q-1 (q <= 3): a thread's 8 elements are the tile indices
+// L0 | off[i], i < 8, where i's low q bits sit on those stage bits and its other bits on the
+// lowest free tile bits; the thread index fills the remaining bits.
+extern "C" __global__ void __launch_bounds__(1 << (NTT_LOG_TILE - 3), NTT_MIN_BLOCKS)
+ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 num_stages, u32 log_tile) {
+    __shared__ u32 tile[8][1 << NTT_LOG_TILE];
+    const u32 s = first_stage, k = num_stages;
+    const u32 log_cols = log_tile - k;
+    const u32 col_mask = (1u << log_cols) - 1;
+    // block -> (hi: the bits above the pass, lo0: first column)
+    const u32 log_col_groups = s - log_cols;
+    const u32 hi = blockIdx.x >> log_col_groups;
+    const u32 lo0 = (blockIdx.x & ((1u << log_col_groups) - 1)) << log_cols;
+    fr_t* base = data + ((size_t)hi << (s + k)) + lo0;
+    const u32 T = threadIdx.x;
+
+    fr_t x[NTT_PER_THREAD];
+    for (u32 b = 0; b < k; b += 3) {
+        const u32 q = min(3u, k - b);
+        const u32 p0 = log_cols + b;  // tile bit of stage b
+        // tile bits carrying the element index i: q stage bits, then the lowest free bits
+        u32 e_pos[3], used = ((1u << q) - 1) << p0;
+#pragma unroll
+        for (int c = 0; c < 3; c++) {
+            if ((u32)c < q) {
+                e_pos[c] = p0 + c;
+            } else {
+                u32 p = __ffs(~used) - 1;
+                e_pos[c] = p;
+                used |= 1u << p;
+            }
+        }
+        // the thread index goes to the other bits, in increasing order
+        u32 L0 = 0;
+        for (u32 p = 0, tb = 0; p < log_tile; p++) {
+            if (!((used >> p) & 1)) { L0 |= ((T >> tb) & 1) << p; tb++; }
+        }
+        u32 off[NTT_PER_THREAD];
+#pragma unroll
+        for (int i = 0; i < NTT_PER_THREAD; i++)
+            off[i] = ((i & 1) << e_pos[0]) | (((i >> 1) & 1) << e_pos[1]) | (((i >> 2) & 1) << e_pos[2]);
+
+        if (b == 0) {
+#pragma unroll
+            for (int i = 0; i < NTT_PER_THREAD; i++) {
+                u32 L = L0 | off[i];
+                x[i] = load_fr(base + ((size_t)(L >> log_cols) << s) + (L & col_mask));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < NTT_PER_THREAD; i++) {
+                u32 at = tile_swizzle(L0 | off[i]);
+#pragma unroll
+                for (int w = 0; w < 8; w++) x[i].l[w] = tile[w][at];
+            }
+        }
+
+#pragma unroll
+        for (int u = 0; u < 3; u++) {
+            if ((u32)u >= q) break;
+            const u32 t = s + b + u;  // global stage
+            const u32 mid_mask = (1u << (b + u)) - 1;
+            const u32 shift = log_n - 1 - t;
+#pragma unroll
+            for (int i0 = 0; i0 < NTT_PER_THREAD; i0++) {
+                if (i0 & (1 << u)) continue;
+                const int i1 = i0 | (1 << u);
+                fr_t v = x[i1];
+                u32 L = L0 | off[i0];
+                u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+                // ω^0 = 1: all of stage 0, half of stage 1, ... (warp-uniform in the first round)
+                if (j != 0) v = v * load_fr(twiddles + ((size_t)j << shift));
+                x[i1] = x[i0] - v;
+                x[i0] = x[i0] + v;
+            }
+        }
+
+        if (b + q == k) {
+#pragma unroll
+            for (int i = 0; i < NTT_PER_THREAD; i++) {
+                u32 L = L0 | off[i];
+                store_fr(base + ((size_t)(L >> log_cols) << s) + (L & col_mask), x[i]);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < NTT_PER_THREAD; i++) {
+                u32 at = tile_swizzle(L0 | off[i]);
+#pragma unroll
+                for (int w = 0; w < 8; w++) tile[w][at] = x[i].l[w];
+            }
+            __syncthreads();
+        }
+    }
+}
+
 // The quotient's pointwise step on the coset: a = (a·b − c) · z_inv, z_inv = 1/(g^n − 1).
 extern "C" __global__ void ntt_quotient_pointwise(fr_t* a, const fr_t* b, const fr_t* c, const fr_t* z_inv, u32 n) {
     fr_t zi = *z_inv;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        a[i] = (a[i] * b[i] - c[i]) * zi;
+        store_fr(a + i, (load_fr(a + i) * load_fr(b + i) - load_fr(c + i)) * zi);
 }
 
 // Throughput microkernels for the bench's floor: `iters` dependent multiplications per thread

@@ -39,6 +39,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "ntt_scale_by_powers",
             "ntt_reverse_and_scale",
             "ntt_dit_stages",
+            "ntt_dit_pass",
             "ntt_quotient_pointwise",
             "ff_fr_mul_rate",
             "ff_fp_mul_rate",

@@ -11,7 +11,11 @@ use super::context::{GpuBuffer, GpuStream, KernelArg};
 use crate::error::{Error, Result};
 
 const THREADS: u32 = 256;
-const LOG_BLOCK: u32 = 10;
+/// ntt_dit_pass: tiles of up to 2^10 elements, 8 per thread.
+const LOG_TILE: u32 = 10;
+const LOG_PER_THREAD: u32 = 3;
+/// ntt_bit_reverse: 16×16-element tiles (256 threads) from 2^8 elements up.
+const LOG_BIT_REVERSE_TILES: u32 = 8;
 
 /// Device tables for one domain size, built once per GPU and size.
 pub(crate) struct NttTables {
@@ -100,6 +104,25 @@ impl NttTables {
     }
 }
 
+/// The passes of a forward transform as (first stage, stage count): the first pass takes 2^10
+/// contiguous elements (all its columns are one), the rest of the stages are split evenly so that
+/// later tiles keep several contiguous columns (2^(10-k)) for their global accesses.
+fn pass_plan(log_n: u32) -> Vec<(u32, u32)> {
+    let first = log_n.min(LOG_TILE);
+    let mut plan = vec![(0, first)];
+    let rest = log_n - first;
+    if rest > 0 {
+        let passes = rest.div_ceil(LOG_TILE);
+        let mut s = first;
+        for i in 0..passes {
+            let k = rest / passes + u32::from(i < rest % passes);
+            plan.push((s, k));
+            s += k;
+        }
+    }
+    plan
+}
+
 fn check_size(stream: &GpuStream, data: &GpuBuffer<Scalar>, log_n: u32) -> Result<usize> {
     let n = 1usize << log_n;
     if log_n == 0 || log_n > 31 || data.len() < n {
@@ -134,25 +157,40 @@ impl GpuStream {
 
     fn forward_with(&self, data: &GpuBuffer<Scalar>, n: usize, log_n: u32, t: &NttTables) -> Result<()> {
         let d = data.ptr(self);
-        self.launch("ntt_bit_reverse", grid_for(n), THREADS, &[KernelArg::Ptr(d), KernelArg::U32(log_n)])?;
-        let log_block = log_n.min(LOG_BLOCK);
-        let mut s = 0;
-        while s < log_n {
-            let k = log_block.min(log_n - s);
-            self.launch(
+        let reverse_grid =
+            if log_n >= LOG_BIT_REVERSE_TILES { (n >> LOG_BIT_REVERSE_TILES) as u32 } else { grid_for(n) };
+        self.launch("ntt_bit_reverse", reverse_grid, THREADS, &[KernelArg::Ptr(d), KernelArg::U32(log_n)])?;
+        if log_n < LOG_PER_THREAD {
+            // 2 or 4 elements: the radix-2 kernel, one pass
+            return self.launch(
                 "ntt_dit_stages",
-                (n >> log_block) as u32,
-                1 << (log_block - 1),
+                1,
+                1 << (log_n - 1),
+                &[
+                    KernelArg::Ptr(d),
+                    KernelArg::Ptr(t.twiddles.ptr(self)),
+                    KernelArg::U32(log_n),
+                    KernelArg::U32(0),
+                    KernelArg::U32(log_n),
+                    KernelArg::U32(log_n),
+                ],
+            );
+        }
+        let log_tile = log_n.min(LOG_TILE);
+        for (s, k) in pass_plan(log_n) {
+            self.launch(
+                "ntt_dit_pass",
+                (n >> log_tile) as u32,
+                1 << (log_tile - LOG_PER_THREAD),
                 &[
                     KernelArg::Ptr(d),
                     KernelArg::Ptr(t.twiddles.ptr(self)),
                     KernelArg::U32(log_n),
                     KernelArg::U32(s),
                     KernelArg::U32(k),
-                    KernelArg::U32(log_block),
+                    KernelArg::U32(log_tile),
                 ],
             )?;
-            s += k;
         }
         Ok(())
     }
