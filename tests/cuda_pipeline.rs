@@ -227,3 +227,53 @@ fn a_critical_request_overtakes_a_normal_batch_on_the_gpu() {
         done - admitted
     );
 }
+
+#[test]
+fn a_key_streamed_in_chunks_on_the_gpu_proves_what_a_resident_key_proves() {
+    if !have_gpu() {
+        return;
+    }
+    use snarkpipe::actors::admission::{key_chunk_bytes, partition_plan_bytes};
+    let log_n = 16;
+    let spec =
+        SyntheticSpec { log_n, num_inputs: 6, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed: fresh_seed() };
+    let key = spec.proving_key().unwrap();
+    let witnesses: Vec<Arc<Witness>> = (0..3).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
+    let gpu = snarkpipe::backend::cuda::open_devices(&DeviceSelection::Only(vec![0])).unwrap();
+    let plan = partition_plan_bytes(gpu[0].as_ref(), &witnesses[0].shape(), log_n);
+    drop(gpu);
+    // A budget with room for one partition and two chunks of 2^12 points: the key (about
+    // 2^18 G1 points and 2^15 G2 points) streams in many chunks.
+    let chunk = 1 << 12;
+    let streamed = Prover::new(ProverConfig {
+        backend: BackendKind::Cuda,
+        devices: DeviceSelection::Only(vec![0]),
+        budget_bytes_override: Some(plan + key_chunk_bytes(chunk)),
+        retries: 0,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    let seed = fresh_seed();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let proofs = streamed.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    let resident = prover(BackendKind::Cuda);
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let expected = resident.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    let pvk = key.prepared_vk();
+    for (i, (p, e)) in proofs.iter().zip(&expected).enumerate() {
+        assert_eq!(bytes(p), bytes(e), "partition {i}: the streamed key gave another proof");
+        assert!(groth16::verify(&pvk, p, witnesses[i].public_inputs()).unwrap());
+    }
+    assert!(!streamed.is_resident(&key, 0) && resident.is_resident(&key, 0));
+    let chunks = streamed.timeline().snapshot().spans.iter().filter(|s| s.args.contains_key("key_chunk")).count();
+    let per_partition: usize =
+        [key.h.len(), key.l.len(), key.a.len(), key.b_g1.len(), key.b_g2.len()].iter().map(|n| n.div_ceil(chunk)).sum();
+    assert_eq!(chunks, per_partition * witnesses.len());
+    println!("streamed key: {chunks} chunk copies of up to {chunk} points for {} partitions", witnesses.len());
+    for p in [&streamed, &resident] {
+        p.shutdown(Shutdown::Drain);
+        assert_eq!(p.budget_leaked_bytes().unwrap(), 0);
+        assert_eq!(p.pinned_leaked_bytes(), 0);
+        assert!(p.device_allocated_bytes().iter().all(|&b| b == 0));
+    }
+}
