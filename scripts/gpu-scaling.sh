@@ -8,7 +8,7 @@ out=${OUT:-out}; mkdir -p "$out"
 log=$out/scaling.log
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv >>"$log" 2>&1
 nproc >>"$log"; free -g >>"$log"
-for t in .gpu/tests/cuda_setup-* .gpu/tests/cuda_pipeline-*; do
+for t in .gpu/tests/cuda_kernels-* .gpu/tests/cuda_setup-* .gpu/tests/cuda_pipeline-*; do
   [ -e "$t" ] || continue
   echo "== $t" >>"$log"
   timeout "${TEST_LIMIT:-150}" "$t" --nocapture --test-threads=1 >>"$log" 2>&1 || echo "TEST FAILED: $t" >>"$log"

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::backend::BackendKind;
@@ -125,7 +126,8 @@ pub struct BenchReport {
     pub staging_bytes_pinned: u64,
     /// Why the warm-up failed, if it did (the run then started cold).
     pub warm_up_error: Option<String>,
-    /// From the first witness ready to the last proof, after the warm-up.
+    /// From the first submission to the last proof, after the warm-up and with the witnesses
+    /// made (the stream cycles through `min(partitions, devices·(in_flight + 2))` distinct ones).
     pub seconds_total: f64,
     pub seconds_per_partition: f64,
     pub stages: BTreeMap<String, StageFigures>,
@@ -178,17 +180,26 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     let key = spec.proving_key()?;
     let seconds_key = key_started.elapsed().as_secs_f64();
     let devices = args.devices.parse::<DeviceSelection>()?;
+    // Distinct witnesses, made once for both runs: enough that no two partitions in flight or
+    // queued on any device share one.
+    let most_devices = match &devices {
+        DeviceSelection::Only(list) => list.len(),
+        DeviceSelection::All => crate::backend::cuda::device_count().max(args.cpu_devices),
+    };
+    let distinct = args.partitions.min((args.in_flight + 2) * most_devices.max(1));
+    tracing::info!(distinct, "generating witnesses");
+    let witnesses = (0..distinct).into_par_iter().map(|i| spec.witness(i).map(Arc::new)).collect::<Result<Vec<_>>>()?;
 
     let single = if args.scaling {
         let first = match &devices {
             DeviceSelection::All => 0,
             DeviceSelection::Only(list) => *list.first().ok_or_else(|| Error::Config("no device selected".into()))?,
         };
-        Some(run_on(args, &spec, &key, DeviceSelection::Only(vec![first]), false)?)
+        Some(run_on(args, &spec, &key, &witnesses, DeviceSelection::Only(vec![first]), false)?)
     } else {
         None
     };
-    let mut report = run_on(args, &spec, &key, devices, true)?;
+    let mut report = run_on(args, &spec, &key, &witnesses, devices, true)?;
     report.seconds_key = seconds_key;
     if let Some(single) = single {
         report.scaling = Some(ScalingFigures {
@@ -224,50 +235,34 @@ struct Streamed {
     seconds: f64,
 }
 
-/// Streams `partitions` witnesses through `prover`: a producer thread synthesizes them at
-/// most `lookahead` ahead, each is submitted as its own request, and no more than
-/// `outstanding` requests are unfinished at once, so host memory stays bounded at any size.
-/// The clock starts when the first witness is ready.
+/// Streams `partitions` partitions through `prover`, each submitted as its own request, with
+/// no more than `outstanding` unfinished at once. Partition i proves `witnesses[i mod K]` with
+/// its own r and s, so every proof differs and is checked, while the synthetic witnesses are
+/// made before the clock starts: the figures are the prover's, not the generator's (a 2^24
+/// witness takes the generator over a second, longer than a GPU needs to prove it).
 fn stream_partitions(
     prover: &Prover,
     key: &Arc<crate::params::ProvingKey>,
     spec: &SyntheticSpec,
+    witnesses: &[Arc<crate::circuit::Witness>],
     partitions: usize,
     outstanding: usize,
-    lookahead: usize,
     progress: Option<&indicatif::ProgressBar>,
 ) -> Result<Streamed> {
-    let (witnesses_tx, witnesses) = crossbeam_channel::bounded(lookahead.max(1));
-    let producer_spec = *spec;
-    let producer = std::thread::Builder::new()
-        .name("bench-witnesses".into())
-        .spawn(move || {
-            for index in 0..partitions {
-                let witness = producer_spec.witness(index).map(Arc::new);
-                let failed = witness.is_err();
-                if witnesses_tx.send(witness).is_err() || failed {
-                    return;
-                }
-            }
-        })
-        .map_err(|e| Error::io("starting the witness producer", e))?;
-
     let mut rng = ChaCha20Rng::seed_from_u64(spec.seed ^ 0x5eed);
     let mut pending: std::collections::VecDeque<crate::prover::ProofHandle> = Default::default();
     let mut outcomes = Vec::with_capacity(partitions);
     let mut public_inputs = Vec::with_capacity(partitions);
-    let mut started = None;
     let settle = |handle: crate::prover::ProofHandle, outcomes: &mut Vec<_>| {
         outcomes.extend(handle.wait_each());
         if let Some(bar) = progress {
             bar.set_position(outcomes.len() as u64);
         }
     };
-    for witness in witnesses.iter() {
-        let witness = witness?;
-        started.get_or_insert_with(Instant::now);
+    let started = Instant::now();
+    for witness in witnesses.iter().cycle().take(partitions) {
         public_inputs.push(witness.public_inputs().to_vec());
-        pending.push_back(prover.submit(ProofRequest::new(key.clone(), vec![witness], &mut rng))?);
+        pending.push_back(prover.submit(ProofRequest::new(key.clone(), vec![witness.clone()], &mut rng))?);
         while pending.len() > outstanding {
             let oldest = pending.pop_front().expect("non-empty");
             settle(oldest, &mut outcomes);
@@ -276,9 +271,7 @@ fn stream_partitions(
     while let Some(oldest) = pending.pop_front() {
         settle(oldest, &mut outcomes);
     }
-    let seconds = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
-    producer.join().map_err(|_| Error::Synthesis("the witness producer panicked".into()))?;
-    Ok(Streamed { outcomes, public_inputs, seconds })
+    Ok(Streamed { outcomes, public_inputs, seconds: started.elapsed().as_secs_f64() })
 }
 
 /// One run on `devices`: a fresh prover, warmed up unless `--no-warm-up`, streams the
@@ -287,6 +280,7 @@ fn run_on(
     args: &BenchArgs,
     spec: &SyntheticSpec,
     key: &Arc<crate::params::ProvingKey>,
+    witnesses: &[Arc<crate::circuit::Witness>],
     devices: DeviceSelection,
     export: bool,
 ) -> Result<BenchReport> {
@@ -331,7 +325,7 @@ fn run_on(
     let devices = prover.device_count();
     // Enough requests queued that no device waits for the next submission.
     let outstanding = (args.in_flight + 1) * devices;
-    let streamed = stream_partitions(&prover, key, spec, args.partitions, outstanding, devices + 1, bar.as_ref())?;
+    let streamed = stream_partitions(&prover, key, spec, witnesses, args.partitions, outstanding, bar.as_ref())?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
