@@ -5,13 +5,18 @@
 //  2. msm_digit_histogram: signed c-bit digits (d in [-2^(c-1), 2^(c-1)]); counts per
 //     (window, |d|) bucket. Zero digits are skipped.
 //  3. msm_scan_*: exclusive prefix sum of the counts -> bucket offsets.
-//  4. msm_scatter: point indices (sign in bit 31) grouped by bucket (a counting sort).
-//  5. msm_gX_buckets: one thread per bucket adds its points (mixed additions).
+//  4. msm_scatter: point indices (sign in bit 31) grouped by bucket (a counting sort), with each
+//     entry's bucket key (window·2^(c-1) + bucket) beside it.
+//  5. msm_gX_buckets: the sorted entries are cut into equal chunks, one thread per chunk, so every
+//     thread does the same number of mixed additions whatever the bucket sizes. A thread writes
+//     each bucket that starts inside its chunk to the bucket array, and the partial sum of a bucket
+//     that started in an earlier chunk to its spill slot; msm_gX_bucket_fixup then adds the spills
+//     into the buckets that run across chunk ends. Accumulators are XYZZ (ec/xyzz.cuh).
 //  6. msm_gX_window_segments + msm_gX_reduce: per window, Σ b·bucket_b with running sums over
-//     segments, then tree reductions; the window sums (and the 0/1 batch sum) go to the host,
-//     which combines them (ΣW 2^(c·w) S_w) with blstrs.
+//     segments, then tree reductions; msm_gX_to_jacobian converts the window sums (and the 0/1
+//     batch sum), which go to the host, which combines them (ΣW 2^(c·w) S_w) with blstrs.
 // Launch geometry and the choice of c are in src/backend/cuda/msm.rs.
-#include "../ec/jacobian.cuh"
+#include "../ec/xyzz.cuh"
 
 #define GRID_STRIDE(i, n) for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
 
@@ -63,13 +68,16 @@ extern "C" __global__ void msm_digit_histogram(const fr_t* scalars, u32 n, u32 c
     }
 }
 
-extern "C" __global__ void msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 windows, u32* cursor, u32* entries) {
+extern "C" __global__ void msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 windows, u32* cursor, u32* entries,
+                                       u32* keys) {
     const u32 buckets = 1u << (c - 1);
     GRID_STRIDE(i, n) {
         fr_t s = scalars[i];
         for_each_digit(s, c, windows, [&](u32 w, u32 b, bool neg) {
-            u32 pos = atomicAdd(&cursor[w * buckets + b], 1u);
+            u32 key = w * buckets + b;
+            u32 pos = atomicAdd(&cursor[key], 1u);
             entries[pos] = i | (neg ? 0x80000000u : 0u);
+            keys[pos] = key;
         });
     }
 }
@@ -110,15 +118,17 @@ extern "C" __global__ void msm_scan_tiles(u32* data, u32 m, u32* block_sums) {
     if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
 }
 
-// One block of SCAN_THREADS: exclusive scan of nb block totals, each thread a contiguous run.
-extern "C" __global__ void msm_scan_totals(u32* sums, u32 nb) {
+// One block of SCAN_THREADS: exclusive scan of nb block totals, each thread a contiguous run;
+// the sum of everything to *grand_total (the number of bucket entries).
+extern "C" __global__ void msm_scan_totals(u32* sums, u32 nb, u32* grand_total) {
     __shared__ u32 vals[SCAN_THREADS];
     u32 per = (nb + SCAN_THREADS - 1) / SCAN_THREADS;
     u32 lo = threadIdx.x * per, hi = min(lo + per, nb);
     u32 sum = 0;
     for (u32 k = lo; k < hi; k++) sum += sums[k];
     vals[threadIdx.x] = sum;
-    block_exclusive_scan(vals);
+    u32 total = block_exclusive_scan(vals);
+    if (threadIdx.x == 0) *grand_total = total;
     u32 run = vals[threadIdx.x];
     for (u32 k = lo; k < hi; k++) { u32 t = sums[k]; sums[k] = run; run += t; }
 }
@@ -129,29 +139,70 @@ extern "C" __global__ void msm_scan_add(u32* data, u32 m, const u32* block_sums)
 
 // ---- per-curve kernels ----
 template <class F>
-__device__ __forceinline__ void bucket_sum(const affine_t<F>* bases, const u32* entries, const u32* starts,
-                                           const u32* ends, u32 total, jacobian_t<F>* out) {
-    GRID_STRIDE(k, total) {
-        jacobian_t<F> acc = jacobian_t<F>::inf();
-        for (u32 e = starts[k]; e < ends[k]; e++) {
-            u32 ent = entries[e];
-            affine_t<F> p = bases[ent & 0x7fffffffu];
-            if (ent >> 31) p = p.neg();
-            acc = acc.add_affine(p);
+__device__ __forceinline__ affine_t<F> load_entry(const affine_t<F>* bases, u32 ent) {
+    affine_t<F> p = bases[ent & 0x7fffffffu];
+    if (ent >> 31) p = p.neg();
+    return p;
+}
+
+// Thread t sums entries [t·chunk, (t+1)·chunk) (sorted by key) bucket by bucket. A bucket whose
+// first entry lies in this chunk is written to buckets[key] (complete unless it runs past the
+// chunk end); the partial sum of a bucket begun in an earlier chunk (only the chunk's first
+// bucket can be one) goes to spills[t]. buckets must be zero (infinity) beforehand: empty
+// buckets are never written.
+template <class F>
+__device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u32* entries, const u32* keys, u32 total,
+                                              u32 chunk, xyzz_t<F>* buckets, xyzz_t<F>* spills) {
+    const u32 chunks = (total + chunk - 1) / chunk;
+    GRID_STRIDE(t, chunks) {
+        const u32 lo = t * chunk, hi = min(lo + chunk, total);
+        u32 key = keys[lo];
+        bool owner = lo == 0 || keys[lo - 1] != key;
+        xyzz_t<F> acc = xyzz_t<F>::from_affine(load_entry(bases, entries[lo]));
+        for (u32 e = lo + 1; e < hi; e++) {
+            const u32 k = keys[e];
+            const affine_t<F> p = load_entry(bases, entries[e]);
+            if (k != key) {
+                if (owner) buckets[key] = acc; else spills[t] = acc;
+                owner = true;
+                key = k;
+                acc = xyzz_t<F>::from_affine(p);
+            } else {
+                acc = acc.add_affine(p);
+            }
         }
-        out[k] = acc;
+        if (owner) buckets[key] = acc; else spills[t] = acc;
+    }
+}
+
+// Thread t: if the last bucket of chunk t starts in chunk t and runs on into the next chunks, add
+// those chunks' spills into it. Chains are short (a bucket's size over the chunk size) unless
+// one bucket holds a large share of all entries.
+template <class F>
+__device__ __forceinline__ void bucket_fixup(const u32* keys, u32 total, u32 chunk, xyzz_t<F>* buckets,
+                                             const xyzz_t<F>* spills) {
+    const u32 chunks = (total + chunk - 1) / chunk;
+    GRID_STRIDE(t, chunks) {
+        const u32 lo = t * chunk, hi = min(lo + chunk, total);
+        if (hi >= total) continue;
+        const u32 key = keys[hi - 1];
+        if (keys[hi] != key) continue;              // ends inside this chunk
+        if (lo > 0 && keys[lo - 1] == key) continue; // begun earlier: that chunk's thread adds it
+        xyzz_t<F> acc = buckets[key];
+        for (u32 u = t + 1; u < chunks && keys[u * chunk] == key; u++) acc = acc.add(spills[u]);
+        buckets[key] = acc;
     }
 }
 
 // Thread (w, j) of windows × segs: Σ (b+1)·bucket[w][b] over b in [j·L, (j+1)·L), L = buckets / segs.
 template <class F>
-__device__ __forceinline__ void window_segments(const jacobian_t<F>* buckets, u32 log_buckets, u32 log_segs,
-                                                u32 windows, jacobian_t<F>* partials) {
+__device__ __forceinline__ void window_segments(const xyzz_t<F>* buckets, u32 log_buckets, u32 log_segs,
+                                                u32 windows, xyzz_t<F>* partials) {
     const u32 segs = 1u << log_segs, log_len = log_buckets - log_segs, len = 1u << log_len;
     GRID_STRIDE(t, windows * segs) {
         u32 w = t >> log_segs, j = t & (segs - 1);
-        const jacobian_t<F>* b = buckets + ((size_t)w << log_buckets) + ((size_t)j << log_len);
-        jacobian_t<F> acc = jacobian_t<F>::inf(), sum = jacobian_t<F>::inf();
+        const xyzz_t<F>* b = buckets + ((size_t)w << log_buckets) + ((size_t)j << log_len);
+        xyzz_t<F> acc = xyzz_t<F>::inf(), sum = xyzz_t<F>::inf();
         for (int i = (int)len - 1; i >= 0; i--) {
             acc = acc.add(b[i]);
             sum = sum.add(acc);
@@ -159,7 +210,7 @@ __device__ __forceinline__ void window_segments(const jacobian_t<F>* buckets, u3
         // sum = Σ (i+1)·b[i]; add the segment's offset j·L times the plain sum acc.
         u32 off = j << log_len;
         if (off && !acc.is_inf()) {
-            jacobian_t<F> m = jacobian_t<F>::inf();
+            xyzz_t<F> m = xyzz_t<F>::inf();
             for (int bit = 31 - __clz(off); bit >= 0; bit--) {
                 m = m.dbl();
                 if ((off >> bit) & 1) m = m.add(acc);
@@ -172,7 +223,7 @@ __device__ __forceinline__ void window_segments(const jacobian_t<F>* buckets, u3
 
 // Block g sums in[g·blockDim .. (g+1)·blockDim) (a tree in shared memory) into out[g].
 template <class F>
-__device__ __forceinline__ void reduce_groups(const jacobian_t<F>* in, jacobian_t<F>* out, jacobian_t<F>* tile) {
+__device__ __forceinline__ void reduce_groups(const xyzz_t<F>* in, xyzz_t<F>* out, xyzz_t<F>* tile) {
     tile[threadIdx.x] = in[(size_t)blockIdx.x * blockDim.x + threadIdx.x];
     __syncthreads();
     for (u32 half = blockDim.x >> 1; half; half >>= 1) {
@@ -183,11 +234,11 @@ __device__ __forceinline__ void reduce_groups(const jacobian_t<F>* in, jacobian_
 }
 
 // Each block sums the points whose flag is set, over a grid-strided share; one partial per thread
-// is folded by reduce_groups into out[blockIdx.x].
+// is folded in shared memory into out[blockIdx.x]. blockDim.x must be a power of two <= REDUCE_THREADS.
 template <class F>
-__device__ __forceinline__ void sum_flagged(const affine_t<F>* bases, const u32* flags, u32 n, jacobian_t<F>* out,
-                                            jacobian_t<F>* tile) {
-    jacobian_t<F> acc = jacobian_t<F>::inf();
+__device__ __forceinline__ void sum_flagged(const affine_t<F>* bases, const u32* flags, u32 n, xyzz_t<F>* out,
+                                            xyzz_t<F>* tile) {
+    xyzz_t<F> acc = xyzz_t<F>::inf();
     GRID_STRIDE(i, n) if (flags[i]) acc = acc.add_affine(bases[i]);
     tile[threadIdx.x] = acc;
     __syncthreads();
@@ -198,26 +249,34 @@ __device__ __forceinline__ void sum_flagged(const affine_t<F>* bases, const u32*
     if (threadIdx.x == 0) out[blockIdx.x] = tile[0];
 }
 
-#define REDUCE_THREADS 128
+// 64 G2 XYZZ points are 24 KiB of shared memory.
+#define REDUCE_THREADS 64
 
 #define MSM_CURVE(G, F)                                                                                          \
-    extern "C" __global__ void msm_##G##_buckets(const affine_t<F>* bases, const u32* entries, const u32* starts, \
-                                                 const u32* ends, u32 total, jacobian_t<F>* out) {                \
-        bucket_sum<F>(bases, entries, starts, ends, total, out);                                                  \
+    extern "C" __global__ void msm_##G##_buckets(const affine_t<F>* bases, const u32* entries, const u32* keys,   \
+                                                 u32 total, u32 chunk, xyzz_t<F>* buckets, xyzz_t<F>* spills) {   \
+        bucket_chunks<F>(bases, entries, keys, total, chunk, buckets, spills);                                    \
     }                                                                                                             \
-    extern "C" __global__ void msm_##G##_window_segments(const jacobian_t<F>* buckets, u32 log_buckets,           \
-                                                         u32 log_segs, u32 windows, jacobian_t<F>* partials) {    \
+    extern "C" __global__ void msm_##G##_bucket_fixup(const u32* keys, u32 total, u32 chunk, xyzz_t<F>* buckets,  \
+                                                      const xyzz_t<F>* spills) {                                  \
+        bucket_fixup<F>(keys, total, chunk, buckets, spills);                                                     \
+    }                                                                                                             \
+    extern "C" __global__ void msm_##G##_window_segments(const xyzz_t<F>* buckets, u32 log_buckets, u32 log_segs, \
+                                                         u32 windows, xyzz_t<F>* partials) {                      \
         window_segments<F>(buckets, log_buckets, log_segs, windows, partials);                                    \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                                  \
-        msm_##G##_reduce(const jacobian_t<F>* in, jacobian_t<F>* out) {                                           \
-        __shared__ jacobian_t<F> tile[REDUCE_THREADS];                                                            \
+        msm_##G##_reduce(const xyzz_t<F>* in, xyzz_t<F>* out) {                                                   \
+        __shared__ xyzz_t<F> tile[REDUCE_THREADS];                                                                \
         reduce_groups<F>(in, out, tile);                                                                          \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                                  \
-        msm_##G##_sum_flagged(const affine_t<F>* bases, const u32* flags, u32 n, jacobian_t<F>* out) {            \
-        __shared__ jacobian_t<F> tile[REDUCE_THREADS];                                                            \
+        msm_##G##_sum_flagged(const affine_t<F>* bases, const u32* flags, u32 n, xyzz_t<F>* out) {                \
+        __shared__ xyzz_t<F> tile[REDUCE_THREADS];                                                                \
         sum_flagged<F>(bases, flags, n, out, tile);                                                               \
+    }                                                                                                             \
+    extern "C" __global__ void msm_##G##_to_jacobian(const xyzz_t<F>* in, u32 n, jacobian_t<F>* out) {            \
+        GRID_STRIDE(i, n) out[i] = in[i].to_jacobian();                                                           \
     }
 
 MSM_CURVE(g1, fp_t)
