@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 
 const THREADS: u32 = 256;
 const CURVE_THREADS: u32 = 128;
-/// Block size of the reduce and sum_flagged kernels (REDUCE_THREADS in msm.cu).
+/// Block size of the reduce kernel (REDUCE_THREADS in msm.cu).
 const REDUCE_GROUP: usize = 64;
 const SCAN_TILE: usize = 1024;
 
@@ -23,10 +23,11 @@ pub fn chunk_for(entries: usize) -> u32 {
     (entries >> 19).clamp(8, 64) as u32
 }
 
-/// log2 of the window-reduction segments per window: about 2^17 threads over all windows.
+/// log2 of the window-reduction segments per window: about 2^17 threads over all windows, but
+/// at least 16 buckets a segment (each segment pays a multiplication by its offset).
 fn log_segments_for(windows: usize, log_buckets: u32) -> u32 {
     let lw = windows.next_power_of_two().trailing_zeros();
-    17u32.saturating_sub(lw).min(log_buckets)
+    17u32.saturating_sub(lw).min(log_buckets.saturating_sub(4))
 }
 
 /// How an MSM runs.
@@ -67,7 +68,7 @@ pub trait MsmCurve {
     const FIXUP: &'static str;
     const SEGMENTS: &'static str;
     const REDUCE: &'static str;
-    const SUM_FLAGGED: &'static str;
+    const SUM_POINTS: &'static str;
     const TO_JACOBIAN: &'static str;
     fn to_projective(p: &Self::Jacobian) -> Self::Projective;
 }
@@ -90,7 +91,7 @@ impl MsmCurve for G1 {
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
     const SEGMENTS: &'static str = "msm_g1_window_segments";
     const REDUCE: &'static str = "msm_g1_reduce";
-    const SUM_FLAGGED: &'static str = "msm_g1_sum_flagged";
+    const SUM_POINTS: &'static str = "msm_g1_sum_points";
     const TO_JACOBIAN: &'static str = "msm_g1_to_jacobian";
     fn to_projective(p: &G1Jacobian) -> G1Projective {
         G1Projective::from_raw_unchecked(fp(&p.0[0..6]), fp(&p.0[6..12]), fp(&p.0[12..18]))
@@ -106,7 +107,7 @@ impl MsmCurve for G2 {
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
     const SEGMENTS: &'static str = "msm_g2_window_segments";
     const REDUCE: &'static str = "msm_g2_reduce";
-    const SUM_FLAGGED: &'static str = "msm_g2_sum_flagged";
+    const SUM_POINTS: &'static str = "msm_g2_sum_points";
     const TO_JACOBIAN: &'static str = "msm_g2_to_jacobian";
     fn to_projective(p: &G2Jacobian) -> G2Projective {
         let f2 = |i: usize| Fp2::new(fp(&p.0[i..i + 6]), fp(&p.0[i + 6..i + 12]));
@@ -191,9 +192,10 @@ impl GpuStream {
         }
         let p = |b: &dyn PtrOf| KernelArg::Ptr(b.ptr_on(self));
         let canon = self.alloc::<Scalar>(len)?;
-        let is_one = self.alloc::<u32>(len)?;
-        let mut rest = self.alloc_zeroed::<u32>(1)?;
-        self.fill_u32(&mut rest, 0)?;
+        // counts[0]: scalars left nonzero; counts[1]: length of ones_list (the 0/1 fast path)
+        let ones_list = self.alloc::<u32>(len)?;
+        let mut counts = self.alloc_zeroed::<u32>(2)?;
+        self.fill_u32(&mut counts, 0)?;
         self.launch(
             "msm_prepare_scalars",
             grid(len, THREADS),
@@ -201,18 +203,19 @@ impl GpuStream {
             &[
                 p(scalars),
                 p(&canon),
-                p(&is_one),
+                p(&ones_list),
                 KernelArg::U32(len as u32),
                 KernelArg::U32(opts.ones_fast_path as u32),
-                p(&rest),
+                p(&counts),
             ],
         )?;
-        let rest = self.download(&rest)?[0] as usize;
+        let counts = self.download(&counts)?;
+        let (rest, ones) = (counts[0] as usize, counts[1] as usize);
         let mut timer = PhaseTimer::new(self);
 
         let mut total = C::Projective::identity();
-        if opts.ones_fast_path {
-            total += self.sum_flagged::<C>(bases, &is_one, len)?;
+        if ones > 0 {
+            total += self.sum_points::<C>(bases, &ones_list, ones)?;
             timer.mark(self, "ones");
         }
         if rest > 0 {
@@ -233,26 +236,30 @@ impl GpuStream {
         Ok(total)
     }
 
-    fn sum_flagged<C: MsmCurve>(
+    /// Σ bases[list[k]] over k < count: equal runs of the list per thread, then a tree.
+    fn sum_points<C: MsmCurve>(
         &self,
         bases: &GpuBuffer<C::Affine>,
-        flags: &GpuBuffer<u32>,
-        len: usize,
+        list: &GpuBuffer<u32>,
+        count: usize,
     ) -> Result<C::Projective> {
-        let blocks = len.div_ceil(REDUCE_GROUP).next_power_of_two().clamp(1, 1024);
-        let partials = self.alloc::<u32>(blocks * C::XYZZ_WORDS)?;
+        let per = count.div_ceil(1 << 16).max(8);
+        let threads = count.div_ceil(per).next_power_of_two();
+        let partials = self.alloc::<u32>(threads * C::XYZZ_WORDS)?;
         self.launch(
-            C::SUM_FLAGGED,
-            blocks as u32,
-            REDUCE_GROUP as u32,
+            C::SUM_POINTS,
+            grid(threads, CURVE_THREADS),
+            CURVE_THREADS,
             &[
                 KernelArg::Ptr(bases.ptr(self)),
-                KernelArg::Ptr(flags.ptr(self)),
-                KernelArg::U32(len as u32),
+                KernelArg::Ptr(list.ptr(self)),
+                KernelArg::U32(count as u32),
+                KernelArg::U32(per as u32),
+                KernelArg::U32(threads as u32),
                 KernelArg::Ptr(partials.ptr(self)),
             ],
         )?;
-        let sums = self.reduce_groups::<C>(partials, 1, blocks)?;
+        let sums = self.reduce_groups::<C>(partials, 1, threads)?;
         Ok(C::to_projective(&sums[0]))
     }
 
@@ -336,7 +343,7 @@ impl GpuStream {
             &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))],
         )?;
         timer.mark(self, "histogram+scan");
-        // The scatter advances each bucket's offset (in counts) to its end.
+        // The scatter advances each bucket's offset (in counts) to its end: counts become ends.
         let max_entries = rest * windows;
         if max_entries > u32::MAX as usize - 64 {
             return Err(Error::Device {
@@ -346,7 +353,6 @@ impl GpuStream {
             });
         }
         let entries = self.alloc::<u32>(max_entries)?;
-        let keys = self.alloc::<u32>(max_entries)?;
         self.launch(
             "msm_scatter",
             grid(len, THREADS),
@@ -358,11 +364,9 @@ impl GpuStream {
                 wu,
                 KernelArg::Ptr(counts.ptr(self)),
                 KernelArg::Ptr(entries.ptr(self)),
-                KernelArg::Ptr(keys.ptr(self)),
             ],
         )?;
         let total_entries = self.download(&grand_total)?[0] as usize;
-        drop(counts);
 
         timer.mark(self, "scatter");
         let chunk = chunk_for(total_entries);
@@ -371,21 +375,26 @@ impl GpuStream {
         let buckets = self.alloc_zeroed::<u32>(total * C::XYZZ_WORDS)?;
         let spills = self.alloc::<u32>(chunks.max(1) * C::XYZZ_WORDS)?;
         if total_entries > 0 {
+            let (ends, nb) = (KernelArg::Ptr(counts.ptr(self)), KernelArg::U32(total as u32));
+            let (out, spill) = (KernelArg::Ptr(buckets.ptr(self)), KernelArg::Ptr(spills.ptr(self)));
             let args = [
                 KernelArg::Ptr(bases.ptr(self)),
                 KernelArg::Ptr(entries.ptr(self)),
-                KernelArg::Ptr(keys.ptr(self)),
+                ends,
+                nb,
                 KernelArg::U32(total_entries as u32),
                 KernelArg::U32(chunk),
-                KernelArg::Ptr(buckets.ptr(self)),
-                KernelArg::Ptr(spills.ptr(self)),
+                out,
+                spill,
             ];
             self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
             timer.mark(self, "buckets");
-            self.launch(C::FIXUP, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args[2..])?;
+            // one thread per bucket
+            let args = [ends, nb, KernelArg::U32(chunk), out, spill];
+            self.launch(C::FIXUP, grid(total, CURVE_THREADS), CURVE_THREADS, &args)?;
             timer.mark(self, "fixup");
         }
-        drop((entries, keys, spills));
+        drop((counts, entries, spills));
 
         let log_buckets = c - 1;
         let log_segs = log_segments_for(windows, log_buckets);
