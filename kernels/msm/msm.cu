@@ -1,22 +1,30 @@
 // Pippenger multi-scalar multiplication for G1 and G2 of BLS12-381.
 //
 //  1. msm_prepare_scalars: Montgomery -> canonical integers; with the 0/1 fast path on,
-//     a scalar equal to 1 is flagged (its point goes to a plain batch sum) and zeroed.
+//     a scalar equal to 1 is zeroed and its index appended to a list, whose points
+//     msm_gX_sum_points adds in equal chunks per thread (then msm_gX_reduce).
 //  2. msm_digit_histogram: signed c-bit digits (d in [-2^(c-1), 2^(c-1)]); counts per
 //     (window, |d|) bucket. Zero digits are skipped.
 //  3. msm_scan_*: exclusive prefix sum of the counts -> bucket offsets.
-//  4. msm_scatter: point indices (sign in bit 31) grouped by bucket (a counting sort).
-//  5. msm_gX_buckets: one thread per bucket adds its points (mixed additions).
+//  4. msm_scatter: point indices (sign in bit 31) grouped by bucket (a counting sort); it leaves
+//     each bucket's end offset in the counts array ("ends").
+//  5. msm_gX_buckets: the sorted entries are cut into equal chunks, one thread per chunk, so every
+//     thread does the same number of mixed additions whatever the bucket sizes. A thread writes
+//     each bucket that starts inside its chunk to the bucket array, and the partial sum of a bucket
+//     that started in an earlier chunk to its spill slot; msm_gX_bucket_fixup (one thread per
+//     bucket) then adds the spills into the buckets that run across chunk ends. Accumulators are
+//     XYZZ (ec/xyzz.cuh).
 //  6. msm_gX_window_segments + msm_gX_reduce: per window, Σ b·bucket_b with running sums over
-//     segments, then tree reductions; the window sums (and the 0/1 batch sum) go to the host,
-//     which combines them (ΣW 2^(c·w) S_w) with blstrs.
+//     segments, then tree reductions; msm_gX_to_jacobian converts the window sums (and the 0/1
+//     batch sum), which go to the host, which combines them (ΣW 2^(c·w) S_w) with blstrs.
 // Launch geometry and the choice of c are in src/backend/cuda/msm.rs.
-#include "../ec/jacobian.cuh"
+#include "../ec/xyzz.cuh"
 
 #define GRID_STRIDE(i, n) for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
 
-extern "C" __global__ void msm_prepare_scalars(const fr_t* in, fr_t* out, u32* is_one, u32 n, u32 skip_ones,
-                                               u32* rest_count) {
+// counts[0]: scalars left nonzero; counts[1]: entries of ones_list (any order).
+extern "C" __global__ void msm_prepare_scalars(const fr_t* in, fr_t* out, u32* ones_list, u32 n, u32 skip_ones,
+                                               u32* counts) {
     GRID_STRIDE(i, n) {
         fr_t s = in[i].from_mont();
         bool one = false;
@@ -25,9 +33,11 @@ extern "C" __global__ void msm_prepare_scalars(const fr_t* in, fr_t* out, u32* i
             for (int k = 1; k < 8; k++) acc |= s.l[k];
             one = acc == 0;
         }
-        is_one[i] = one ? 1 : 0;
-        if (one) s = fr_t::zero();
-        if (!s.is_zero()) atomicAdd(rest_count, 1u);
+        if (one) {
+            ones_list[atomicAdd(&counts[1], 1u)] = i;
+            s = fr_t::zero();
+        }
+        if (!s.is_zero()) atomicAdd(&counts[0], 1u);
         out[i] = s;
     }
 }
@@ -110,15 +120,17 @@ extern "C" __global__ void msm_scan_tiles(u32* data, u32 m, u32* block_sums) {
     if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
 }
 
-// One block of SCAN_THREADS: exclusive scan of nb block totals, each thread a contiguous run.
-extern "C" __global__ void msm_scan_totals(u32* sums, u32 nb) {
+// One block of SCAN_THREADS: exclusive scan of nb block totals, each thread a contiguous run;
+// the sum of everything to *grand_total (the number of bucket entries).
+extern "C" __global__ void msm_scan_totals(u32* sums, u32 nb, u32* grand_total) {
     __shared__ u32 vals[SCAN_THREADS];
     u32 per = (nb + SCAN_THREADS - 1) / SCAN_THREADS;
     u32 lo = threadIdx.x * per, hi = min(lo + per, nb);
     u32 sum = 0;
     for (u32 k = lo; k < hi; k++) sum += sums[k];
     vals[threadIdx.x] = sum;
-    block_exclusive_scan(vals);
+    u32 total = block_exclusive_scan(vals);
+    if (threadIdx.x == 0) *grand_total = total;
     u32 run = vals[threadIdx.x];
     for (u32 k = lo; k < hi; k++) { u32 t = sums[k]; sums[k] = run; run += t; }
 }
@@ -129,29 +141,79 @@ extern "C" __global__ void msm_scan_add(u32* data, u32 m, const u32* block_sums)
 
 // ---- per-curve kernels ----
 template <class F>
-__device__ __forceinline__ void bucket_sum(const affine_t<F>* bases, const u32* entries, const u32* starts,
-                                           const u32* ends, u32 total, jacobian_t<F>* out) {
-    GRID_STRIDE(k, total) {
-        jacobian_t<F> acc = jacobian_t<F>::inf();
-        for (u32 e = starts[k]; e < ends[k]; e++) {
-            u32 ent = entries[e];
-            affine_t<F> p = bases[ent & 0x7fffffffu];
-            if (ent >> 31) p = p.neg();
-            acc = acc.add_affine(p);
+__device__ __forceinline__ affine_t<F> load_entry(const affine_t<F>* bases, u32 ent) {
+    affine_t<F> p = bases[ent & 0x7fffffffu];
+    if (ent >> 31) p = p.neg();
+    return p;
+}
+
+// The bucket holding sorted entry e: the first key whose end offset is past e (ends is
+// non-decreasing, ends[nb - 1] = the number of entries > e).
+__device__ __forceinline__ u32 bucket_of_entry(const u32* ends, u32 nb, u32 e) {
+    u32 lo = 0, hi = nb - 1;
+    while (lo < hi) {
+        u32 mid = (lo + hi) >> 1;
+        if (ends[mid] > e) hi = mid; else lo = mid + 1;
+    }
+    return lo;
+}
+
+// Thread t sums entries [t·chunk, (t+1)·chunk) (sorted by bucket) bucket by bucket. A bucket whose
+// first entry lies in this chunk is written to buckets[key] (complete unless it runs past the
+// chunk end); the partial sum of a bucket begun in an earlier chunk (only the chunk's first
+// bucket can be one) goes to spills[t]. buckets must be zero (infinity) beforehand: empty
+// buckets are never written.
+template <class F>
+__device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u32* entries, const u32* ends, u32 nb,
+                                              u32 total, u32 chunk, xyzz_t<F>* buckets, xyzz_t<F>* spills) {
+    const u32 chunks = (total + chunk - 1) / chunk;
+    GRID_STRIDE(t, chunks) {
+        const u32 lo = t * chunk, hi = min(lo + chunk, total);
+        u32 key = bucket_of_entry(ends, nb, lo);
+        bool owner = (key ? ends[key - 1] : 0) == lo;
+        u32 end = ends[key];
+        xyzz_t<F> acc = xyzz_t<F>::from_affine(load_entry(bases, entries[lo]));
+        for (u32 e = lo + 1; e < hi; e++) {
+            const affine_t<F> p = load_entry(bases, entries[e]);
+            if (e == end) {
+                if (owner) buckets[key] = acc; else spills[t] = acc;
+                owner = true;
+                do { end = ends[++key]; } while (end == e);  // skip empty buckets
+                acc = xyzz_t<F>::from_affine(p);
+            } else {
+                acc = acc.add_affine(p);
+            }
         }
-        out[k] = acc;
+        if (owner) buckets[key] = acc; else spills[t] = acc;
+    }
+}
+
+// Thread b: if bucket b spans chunks f..l (f < l), add the spills of chunks f+1..l into it
+// (chunk f, which holds its first entry, wrote the rest). One thread per bucket keeps the
+// warps busy: random buckets have about the same chain length.
+template <class F>
+__device__ __forceinline__ void bucket_fixup(const u32* ends, u32 nb, u32 chunk, xyzz_t<F>* buckets,
+                                             const xyzz_t<F>* spills) {
+    GRID_STRIDE(b, nb) {
+        const u32 start = b ? ends[b - 1] : 0, end = ends[b];
+        if (end == start) continue;
+        const u32 first = start / chunk, last = (end - 1) / chunk;
+        if (first == last) continue;
+        xyzz_t<F> acc = buckets[b];
+        for (u32 u = first + 1; u <= last; u++) acc = acc.add(spills[u]);
+        buckets[b] = acc;
     }
 }
 
 // Thread (w, j) of windows × segs: Σ (b+1)·bucket[w][b] over b in [j·L, (j+1)·L), L = buckets / segs.
 template <class F>
-__device__ __forceinline__ void window_segments(const jacobian_t<F>* buckets, u32 log_buckets, u32 log_segs,
-                                                u32 windows, jacobian_t<F>* partials) {
+__device__ __forceinline__ void window_segments(const xyzz_t<F>* buckets, u32 log_buckets, u32 log_segs,
+                                                u32 windows, xyzz_t<F>* partials) {
     const u32 segs = 1u << log_segs, log_len = log_buckets - log_segs, len = 1u << log_len;
     GRID_STRIDE(t, windows * segs) {
         u32 w = t >> log_segs, j = t & (segs - 1);
-        const jacobian_t<F>* b = buckets + ((size_t)w << log_buckets) + ((size_t)j << log_len);
-        jacobian_t<F> acc = jacobian_t<F>::inf(), sum = jacobian_t<F>::inf();
+        const xyzz_t<F>* b = buckets + ((size_t)w << log_buckets) + ((size_t)j << log_len);
+        xyzz_t<F> acc = xyzz_t<F>::inf(), sum = xyzz_t<F>::inf();
         for (int i = (int)len - 1; i >= 0; i--) {
             acc = acc.add(b[i]);
             sum = sum.add(acc);
@@ -159,7 +221,7 @@ __device__ __forceinline__ void window_segments(const jacobian_t<F>* buckets, u3
         // sum = Σ (i+1)·b[i]; add the segment's offset j·L times the plain sum acc.
         u32 off = j << log_len;
         if (off && !acc.is_inf()) {
-            jacobian_t<F> m = jacobian_t<F>::inf();
+            xyzz_t<F> m = xyzz_t<F>::inf();
             for (int bit = 31 - __clz(off); bit >= 0; bit--) {
                 m = m.dbl();
                 if ((off >> bit) & 1) m = m.add(acc);
@@ -172,7 +234,7 @@ __device__ __forceinline__ void window_segments(const jacobian_t<F>* buckets, u3
 
 // Block g sums in[g·blockDim .. (g+1)·blockDim) (a tree in shared memory) into out[g].
 template <class F>
-__device__ __forceinline__ void reduce_groups(const jacobian_t<F>* in, jacobian_t<F>* out, jacobian_t<F>* tile) {
+__device__ __forceinline__ void reduce_groups(const xyzz_t<F>* in, xyzz_t<F>* out, xyzz_t<F>* tile) {
     tile[threadIdx.x] = in[(size_t)blockIdx.x * blockDim.x + threadIdx.x];
     __syncthreads();
     for (u32 half = blockDim.x >> 1; half; half >>= 1) {
@@ -182,42 +244,47 @@ __device__ __forceinline__ void reduce_groups(const jacobian_t<F>* in, jacobian_
     if (threadIdx.x == 0) out[blockIdx.x] = tile[0];
 }
 
-// Each block sums the points whose flag is set, over a grid-strided share; one partial per thread
-// is folded by reduce_groups into out[blockIdx.x].
+// Thread t of `threads` (grid-strided) sums the points list[t·per .. (t+1)·per) ∩ [0, count)
+// into out[t] (infinity when empty), every thread the same number of additions.
 template <class F>
-__device__ __forceinline__ void sum_flagged(const affine_t<F>* bases, const u32* flags, u32 n, jacobian_t<F>* out,
-                                            jacobian_t<F>* tile) {
-    jacobian_t<F> acc = jacobian_t<F>::inf();
-    GRID_STRIDE(i, n) if (flags[i]) acc = acc.add_affine(bases[i]);
-    tile[threadIdx.x] = acc;
-    __syncthreads();
-    for (u32 half = blockDim.x >> 1; half; half >>= 1) {
-        if (threadIdx.x < half) tile[threadIdx.x] = tile[threadIdx.x].add(tile[threadIdx.x + half]);
-        __syncthreads();
+__device__ __forceinline__ void sum_points(const affine_t<F>* bases, const u32* list, u32 count, u32 per, u32 threads,
+                                           xyzz_t<F>* out) {
+    GRID_STRIDE(t, threads) {
+        xyzz_t<F> acc = xyzz_t<F>::inf();
+        const u32 lo = min(t * per, count), hi = min(lo + per, count);
+        for (u32 k = lo; k < hi; k++) acc = acc.add_affine(bases[list[k]]);
+        out[t] = acc;
     }
-    if (threadIdx.x == 0) out[blockIdx.x] = tile[0];
 }
 
-#define REDUCE_THREADS 128
+// 64 G2 XYZZ points are 24 KiB of shared memory.
+#define REDUCE_THREADS 64
 
 #define MSM_CURVE(G, F)                                                                                          \
-    extern "C" __global__ void msm_##G##_buckets(const affine_t<F>* bases, const u32* entries, const u32* starts, \
-                                                 const u32* ends, u32 total, jacobian_t<F>* out) {                \
-        bucket_sum<F>(bases, entries, starts, ends, total, out);                                                  \
+    extern "C" __global__ void msm_##G##_buckets(const affine_t<F>* bases, const u32* entries, const u32* ends,   \
+                                                 u32 nb, u32 total, u32 chunk, xyzz_t<F>* buckets,                \
+                                                 xyzz_t<F>* spills) {                                             \
+        bucket_chunks<F>(bases, entries, ends, nb, total, chunk, buckets, spills);                                \
     }                                                                                                             \
-    extern "C" __global__ void msm_##G##_window_segments(const jacobian_t<F>* buckets, u32 log_buckets,           \
-                                                         u32 log_segs, u32 windows, jacobian_t<F>* partials) {    \
+    extern "C" __global__ void msm_##G##_bucket_fixup(const u32* ends, u32 nb, u32 chunk, xyzz_t<F>* buckets,     \
+                                                      const xyzz_t<F>* spills) {                                  \
+        bucket_fixup<F>(ends, nb, chunk, buckets, spills);                                                        \
+    }                                                                                                             \
+    extern "C" __global__ void msm_##G##_window_segments(const xyzz_t<F>* buckets, u32 log_buckets, u32 log_segs, \
+                                                         u32 windows, xyzz_t<F>* partials) {                      \
         window_segments<F>(buckets, log_buckets, log_segs, windows, partials);                                    \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                                  \
-        msm_##G##_reduce(const jacobian_t<F>* in, jacobian_t<F>* out) {                                           \
-        __shared__ jacobian_t<F> tile[REDUCE_THREADS];                                                            \
+        msm_##G##_reduce(const xyzz_t<F>* in, xyzz_t<F>* out) {                                                   \
+        __shared__ xyzz_t<F> tile[REDUCE_THREADS];                                                                \
         reduce_groups<F>(in, out, tile);                                                                          \
     }                                                                                                             \
-    extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)                                                  \
-        msm_##G##_sum_flagged(const affine_t<F>* bases, const u32* flags, u32 n, jacobian_t<F>* out) {            \
-        __shared__ jacobian_t<F> tile[REDUCE_THREADS];                                                            \
-        sum_flagged<F>(bases, flags, n, out, tile);                                                               \
+    extern "C" __global__ void msm_##G##_sum_points(const affine_t<F>* bases, const u32* list, u32 count, u32 per, \
+                                                    u32 threads, xyzz_t<F>* out) {                                \
+        sum_points<F>(bases, list, count, per, threads, out);                                                     \
+    }                                                                                                             \
+    extern "C" __global__ void msm_##G##_to_jacobian(const xyzz_t<F>* in, u32 n, jacobian_t<F>* out) {            \
+        GRID_STRIDE(i, n) out[i] = in[i].to_jacobian();                                                           \
     }
 
 MSM_CURVE(g1, fp_t)

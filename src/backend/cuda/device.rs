@@ -154,14 +154,17 @@ impl Device for CudaDevice {
 
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
         // The NTT's twiddles, and the MSM's scratch for the largest MSM: canonical scalars,
-        // 0/1 flags, one bucket entry per point and window, and the buckets themselves
-        // (G2-sized, the larger of the two). The kernels allocate these themselves; the
-        // budget accounts for them here.
+        // the 0/1 index list, one bucket entry per point and window, the buckets themselves
+        // (G2-sized, the larger of the two), and the chunk spills of the bucket phase (one G2
+        // XYZZ point of 384 bytes per chunk of at least 64 entries, or at most 2^19 chunks
+        // below that; msm.rs chunk_for). The kernels allocate these themselves; the budget
+        // accounts for them here.
         let n = max_msm_len as u64;
         let c = window_bits_for(max_msm_len.max(2)) as u64;
         let windows = 256u64.div_ceil(c);
         let buckets = windows * (1u64 << c);
-        scalar_bytes(1usize << log_n) / 2 + n * (32 + 4 + 4 * windows) + buckets * (8 + 288) + (64 << 20)
+        let spills = n * windows * 6 + (192 << 20);
+        scalar_bytes(1usize << log_n) / 2 + n * (32 + 4 + 4 * windows) + buckets * (8 + 288) + spills + (64 << 20)
     }
 }
 

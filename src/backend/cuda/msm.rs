@@ -1,6 +1,9 @@
 //! Pippenger MSMs on the GPU for G1 and G2, orchestrating kernels/msm/msm.cu: scalars out of
-//! Montgomery form (0/1 fast path), signed digits counted and sorted into buckets, buckets
-//! summed, windows reduced on the device; the few window sums are combined on the host.
+//! Montgomery form (0/1 fast path), signed digits counted and sorted into buckets, the sorted
+//! entries summed in equal chunks per thread (XYZZ accumulators) with a fix-up pass for buckets
+//! that cross chunk ends, windows reduced on the device; the few window sums are combined on
+//! the host. kernels/harness/msm_harness.cu drives the same launches standalone: keep the two
+//! in step.
 
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::Group;
@@ -10,10 +13,22 @@ use crate::error::{Error, Result};
 
 const THREADS: u32 = 256;
 const CURVE_THREADS: u32 = 128;
-const REDUCE_GROUP: usize = 128;
+/// Block size of the reduce kernel (REDUCE_THREADS in msm.cu).
+const REDUCE_GROUP: usize = 64;
 const SCAN_TILE: usize = 1024;
-/// log2 of the buckets one thread folds in the window reduction.
-const LOG_SEGMENT: u32 = 4;
+
+/// Sorted bucket entries per thread in the bucket phase: enough threads to fill the GPU a few
+/// times over (2^19), at least 8 so that a bucket crosses few chunk ends, at most 64.
+pub fn chunk_for(entries: usize) -> u32 {
+    (entries >> 19).clamp(8, 64) as u32
+}
+
+/// log2 of the window-reduction segments per window: about 2^17 threads over all windows, but
+/// at least 16 buckets a segment (each segment pays a multiplication by its offset).
+fn log_segments_for(windows: usize, log_buckets: u32) -> u32 {
+    let lw = windows.next_power_of_two().trailing_zeros();
+    17u32.saturating_sub(lw).min(log_buckets.saturating_sub(4))
+}
 
 /// How an MSM runs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,16 +40,19 @@ pub struct MsmOptions {
     pub ones_fast_path: bool,
 }
 
-/// The window size minimising ⌈256/c⌉·(n + 2^c) (bucket additions plus the reduction) plus a
-/// penalty for the top window: scalars are < 2^255, so when few of its c bits lie below bit
-/// 255 its points crowd into a few buckets, each summed serially by one thread (measured on an
+/// The window size minimising ⌈256/c⌉·n mixed additions plus the reduction (about three
+/// additions' worth per bucket, 2^(c-1) buckets a window) plus a penalty for the top window:
+/// scalars are < 2^255, so when few of its c bits lie below bit 255 its points crowd into a
+/// few buckets, and the fix-up adds a crowded bucket's chunk sums serially (measured on an
 /// H200: one serial addition costs about as much as 2^14 parallel ones).
 pub fn window_bits_for(n: usize) -> u32 {
     let cost = |c: u32| {
-        let windows = 256u64.div_ceil(c as u64);
+        let n = n as u128;
+        let windows = 256u128.div_ceil(c as u128);
         let top_bits = 255i64 - (c as i64) * (windows as i64 - 1);
-        let serial_chain = if top_bits <= 0 { n as u64 } else { (n as u64) >> top_bits.min(63) };
-        windows * (n as u64 + (1u64 << c)) + serial_chain * (1 << 14)
+        let top_load = if top_bits <= 0 { n } else { n >> top_bits.min(c as i64 - 1) };
+        let chain = top_load / chunk_for((windows * n) as usize) as u128;
+        windows * n + 3 * windows * (1u128 << (c - 1)) + chain * (3 << 13)
     };
     (4..=20u32).min_by_key(|&c| cost(c)).unwrap_or(16)
 }
@@ -44,10 +62,14 @@ pub trait MsmCurve {
     type Affine: DeviceElement;
     type Jacobian: DeviceElement;
     type Projective: Group;
+    /// u32 words of one XYZZ point (xyzz_t in kernels/ec/xyzz.cuh).
+    const XYZZ_WORDS: usize;
     const BUCKETS: &'static str;
+    const FIXUP: &'static str;
     const SEGMENTS: &'static str;
     const REDUCE: &'static str;
-    const SUM_FLAGGED: &'static str;
+    const SUM_POINTS: &'static str;
+    const TO_JACOBIAN: &'static str;
     fn to_projective(p: &Self::Jacobian) -> Self::Projective;
 }
 
@@ -64,10 +86,13 @@ impl MsmCurve for G1 {
     type Affine = G1Affine;
     type Jacobian = G1Jacobian;
     type Projective = G1Projective;
+    const XYZZ_WORDS: usize = 48;
     const BUCKETS: &'static str = "msm_g1_buckets";
+    const FIXUP: &'static str = "msm_g1_bucket_fixup";
     const SEGMENTS: &'static str = "msm_g1_window_segments";
     const REDUCE: &'static str = "msm_g1_reduce";
-    const SUM_FLAGGED: &'static str = "msm_g1_sum_flagged";
+    const SUM_POINTS: &'static str = "msm_g1_sum_points";
+    const TO_JACOBIAN: &'static str = "msm_g1_to_jacobian";
     fn to_projective(p: &G1Jacobian) -> G1Projective {
         G1Projective::from_raw_unchecked(fp(&p.0[0..6]), fp(&p.0[6..12]), fp(&p.0[12..18]))
     }
@@ -77,10 +102,13 @@ impl MsmCurve for G2 {
     type Affine = G2Affine;
     type Jacobian = G2Jacobian;
     type Projective = G2Projective;
+    const XYZZ_WORDS: usize = 96;
     const BUCKETS: &'static str = "msm_g2_buckets";
+    const FIXUP: &'static str = "msm_g2_bucket_fixup";
     const SEGMENTS: &'static str = "msm_g2_window_segments";
     const REDUCE: &'static str = "msm_g2_reduce";
-    const SUM_FLAGGED: &'static str = "msm_g2_sum_flagged";
+    const SUM_POINTS: &'static str = "msm_g2_sum_points";
+    const TO_JACOBIAN: &'static str = "msm_g2_to_jacobian";
     fn to_projective(p: &G2Jacobian) -> G2Projective {
         let f2 = |i: usize| Fp2::new(fp(&p.0[i..i + 6]), fp(&p.0[i + 6..i + 12]));
         G2Projective::from_raw_unchecked(f2(0), f2(12), f2(24))
@@ -164,9 +192,10 @@ impl GpuStream {
         }
         let p = |b: &dyn PtrOf| KernelArg::Ptr(b.ptr_on(self));
         let canon = self.alloc::<Scalar>(len)?;
-        let is_one = self.alloc::<u32>(len)?;
-        let mut rest = self.alloc_zeroed::<u32>(1)?;
-        self.fill_u32(&mut rest, 0)?;
+        // counts[0]: scalars left nonzero; counts[1]: length of ones_list (the 0/1 fast path)
+        let ones_list = self.alloc::<u32>(len)?;
+        let mut counts = self.alloc_zeroed::<u32>(2)?;
+        self.fill_u32(&mut counts, 0)?;
         self.launch(
             "msm_prepare_scalars",
             grid(len, THREADS),
@@ -174,18 +203,19 @@ impl GpuStream {
             &[
                 p(scalars),
                 p(&canon),
-                p(&is_one),
+                p(&ones_list),
                 KernelArg::U32(len as u32),
                 KernelArg::U32(opts.ones_fast_path as u32),
-                p(&rest),
+                p(&counts),
             ],
         )?;
-        let rest = self.download(&rest)?[0] as usize;
+        let counts = self.download(&counts)?;
+        let (rest, ones) = (counts[0] as usize, counts[1] as usize);
         let mut timer = PhaseTimer::new(self);
 
         let mut total = C::Projective::identity();
-        if opts.ones_fast_path {
-            total += self.sum_flagged::<C>(bases, &is_one, len)?;
+        if ones > 0 {
+            total += self.sum_points::<C>(bases, &ones_list, ones)?;
             timer.mark(self, "ones");
         }
         if rest > 0 {
@@ -193,7 +223,7 @@ impl GpuStream {
             let windows = 256usize.div_ceil(c as usize);
             // Horner over the windows, highest first: acc ← acc·2^c + S_w.
             let mut acc = C::Projective::identity();
-            let sums = self.window_sums::<C>(bases, &canon, len, c, windows, &mut timer)?;
+            let sums = self.window_sums::<C>(bases, &canon, len, rest, c, windows, &mut timer)?;
             timer.report(self, format!("n={len} rest={rest} c={c}"));
             for s in sums.iter().rev() {
                 for _ in 0..c {
@@ -206,40 +236,45 @@ impl GpuStream {
         Ok(total)
     }
 
-    fn sum_flagged<C: MsmCurve>(
+    /// Σ bases[list[k]] over k < count: equal runs of the list per thread, then a tree.
+    fn sum_points<C: MsmCurve>(
         &self,
         bases: &GpuBuffer<C::Affine>,
-        flags: &GpuBuffer<u32>,
-        len: usize,
+        list: &GpuBuffer<u32>,
+        count: usize,
     ) -> Result<C::Projective> {
-        let blocks = len.div_ceil(CURVE_THREADS as usize).next_power_of_two().clamp(1, 1024);
-        let partials = self.alloc::<C::Jacobian>(blocks)?;
+        let per = count.div_ceil(1 << 16).max(8);
+        let threads = count.div_ceil(per).next_power_of_two();
+        let partials = self.alloc::<u32>(threads * C::XYZZ_WORDS)?;
         self.launch(
-            C::SUM_FLAGGED,
-            blocks as u32,
+            C::SUM_POINTS,
+            grid(threads, CURVE_THREADS),
             CURVE_THREADS,
             &[
                 KernelArg::Ptr(bases.ptr(self)),
-                KernelArg::Ptr(flags.ptr(self)),
-                KernelArg::U32(len as u32),
+                KernelArg::Ptr(list.ptr(self)),
+                KernelArg::U32(count as u32),
+                KernelArg::U32(per as u32),
+                KernelArg::U32(threads as u32),
                 KernelArg::Ptr(partials.ptr(self)),
             ],
         )?;
-        let sums = self.reduce_groups::<C>(partials, 1, blocks)?;
+        let sums = self.reduce_groups::<C>(partials, 1, threads)?;
         Ok(C::to_projective(&sums[0]))
     }
 
-    /// Reduces `groups` runs of `per_group` (a power of two) points to one point each.
+    /// Reduces `groups` runs of `per_group` (a power of two) XYZZ points to one point each,
+    /// returned in Jacobian coordinates.
     fn reduce_groups<C: MsmCurve>(
         &self,
-        mut points: GpuBuffer<C::Jacobian>,
+        mut points: GpuBuffer<u32>,
         groups: usize,
         mut per_group: usize,
     ) -> Result<Vec<C::Jacobian>> {
         while per_group > 1 {
             let g = per_group.min(REDUCE_GROUP);
             let blocks = groups * per_group / g;
-            let out = self.alloc::<C::Jacobian>(blocks)?;
+            let out = self.alloc::<u32>(blocks * C::XYZZ_WORDS)?;
             self.launch(
                 C::REDUCE,
                 blocks as u32,
@@ -249,7 +284,14 @@ impl GpuStream {
             points = out;
             per_group /= g;
         }
-        self.download(&points)
+        let jacobian = self.alloc::<C::Jacobian>(groups)?;
+        self.launch(
+            C::TO_JACOBIAN,
+            grid(groups, CURVE_THREADS),
+            CURVE_THREADS,
+            &[KernelArg::Ptr(points.ptr(self)), KernelArg::U32(groups as u32), KernelArg::Ptr(jacobian.ptr(self))],
+        )?;
+        self.download(&jacobian)
     }
 
     /// Σ_b b·bucket_b for each window, lowest window first.
@@ -259,6 +301,7 @@ impl GpuStream {
         bases: &GpuBuffer<C::Affine>,
         canon: &GpuBuffer<Scalar>,
         len: usize,
+        rest: usize,
         c: u32,
         windows: usize,
         timer: &mut PhaseTimer,
@@ -286,19 +329,30 @@ impl GpuStream {
             256,
             &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))],
         )?;
-        self.launch("msm_scan_totals", 1, 256, &[KernelArg::Ptr(sums.ptr(self)), KernelArg::U32(tiles as u32)])?;
+        let grand_total = self.alloc::<u32>(1)?;
+        self.launch(
+            "msm_scan_totals",
+            1,
+            256,
+            &[KernelArg::Ptr(sums.ptr(self)), KernelArg::U32(tiles as u32), KernelArg::Ptr(grand_total.ptr(self))],
+        )?;
         self.launch(
             "msm_scan_add",
             grid(total, THREADS),
             THREADS,
             &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))],
         )?;
-        let starts = counts;
-        let mut ends = self.alloc::<u32>(total)?;
-        self.copy(&starts, &mut ends)?;
-
         timer.mark(self, "histogram+scan");
-        let entries = self.alloc::<u32>(len * windows)?;
+        // The scatter advances each bucket's offset (in counts) to its end: counts become ends.
+        let max_entries = rest * windows;
+        if max_entries > u32::MAX as usize - 64 {
+            return Err(Error::Device {
+                device: self.gpu().ordinal(),
+                operation: "msm",
+                message: format!("{rest} nonzero scalars × {windows} windows overflow the 32-bit entry indices"),
+            });
+        }
+        let entries = self.alloc::<u32>(max_entries)?;
         self.launch(
             "msm_scatter",
             grid(len, THREADS),
@@ -308,32 +362,44 @@ impl GpuStream {
                 n,
                 cu,
                 wu,
-                KernelArg::Ptr(ends.ptr(self)),
+                KernelArg::Ptr(counts.ptr(self)),
                 KernelArg::Ptr(entries.ptr(self)),
             ],
         )?;
+        let total_entries = self.download(&grand_total)?[0] as usize;
 
         timer.mark(self, "scatter");
-        let buckets = self.alloc::<C::Jacobian>(total)?;
-        self.launch(
-            C::BUCKETS,
-            grid(total, CURVE_THREADS),
-            CURVE_THREADS,
-            &[
+        let chunk = chunk_for(total_entries);
+        let chunks = total_entries.div_ceil(chunk as usize);
+        // Zero bytes are the XYZZ identity: buckets without entries are never written.
+        let buckets = self.alloc_zeroed::<u32>(total * C::XYZZ_WORDS)?;
+        let spills = self.alloc::<u32>(chunks.max(1) * C::XYZZ_WORDS)?;
+        if total_entries > 0 {
+            let (ends, nb) = (KernelArg::Ptr(counts.ptr(self)), KernelArg::U32(total as u32));
+            let (out, spill) = (KernelArg::Ptr(buckets.ptr(self)), KernelArg::Ptr(spills.ptr(self)));
+            let args = [
                 KernelArg::Ptr(bases.ptr(self)),
                 KernelArg::Ptr(entries.ptr(self)),
-                KernelArg::Ptr(starts.ptr(self)),
-                KernelArg::Ptr(ends.ptr(self)),
-                KernelArg::U32(total as u32),
-                KernelArg::Ptr(buckets.ptr(self)),
-            ],
-        )?;
+                ends,
+                nb,
+                KernelArg::U32(total_entries as u32),
+                KernelArg::U32(chunk),
+                out,
+                spill,
+            ];
+            self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
+            timer.mark(self, "buckets");
+            // one thread per bucket
+            let args = [ends, nb, KernelArg::U32(chunk), out, spill];
+            self.launch(C::FIXUP, grid(total, CURVE_THREADS), CURVE_THREADS, &args)?;
+            timer.mark(self, "fixup");
+        }
+        drop((counts, entries, spills));
 
-        timer.mark(self, "buckets");
         let log_buckets = c - 1;
-        let log_segs = log_buckets - LOG_SEGMENT.min(log_buckets);
+        let log_segs = log_segments_for(windows, log_buckets);
         let segs = 1usize << log_segs;
-        let partials = self.alloc::<C::Jacobian>(windows * segs)?;
+        let partials = self.alloc::<u32>(windows * segs * C::XYZZ_WORDS)?;
         self.launch(
             C::SEGMENTS,
             grid(windows * segs, CURVE_THREADS),
