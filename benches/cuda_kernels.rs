@@ -175,7 +175,7 @@ fn main() {
         }
     }
     drop(g1_bases);
-    let max_g2 = max_g1.min(22);
+    let max_g2 = max_g1;
     let g2_all = points::<G2Projective>(1 << max_g2);
     let g2_bases = s.upload(&g2_all).unwrap();
     for log_n in (16..=max_g2).step_by(2) {
