@@ -76,6 +76,34 @@ impl Density {
         self.bits.par_iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value)
     }
 
+    /// Appends [`Density::select`]'s values to `out`, in parallel and in place: each chunk's
+    /// used variables are counted first, so every chunk writes straight to its own slice of
+    /// `out`. Staging into pinned memory this way writes each value once, where collecting a
+    /// filtered parallel iterator goes through temporary vectors and copies again.
+    pub fn select_into(&self, values: &[Scalar], out: &mut Vec<Scalar>) {
+        const CHUNK: usize = 1 << 15;
+        let len = self.bits.len().min(values.len());
+        let (bits, values) = (&self.bits[..len], &values[..len]);
+        let counts: Vec<usize> = bits.par_chunks(CHUNK).map(|c| c.iter().filter(|&&b| b).count()).collect();
+        let start = out.len();
+        out.par_extend(rayon::iter::repeat_n(<Scalar as ff::Field>::ZERO, counts.iter().sum()));
+        let mut rest = &mut out[start..];
+        let mut slices = Vec::with_capacity(counts.len());
+        for &count in &counts {
+            let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(count);
+            slices.push(chunk);
+            rest = tail;
+        }
+        slices.into_par_iter().zip(bits.par_chunks(CHUNK).zip(values.par_chunks(CHUNK))).for_each(
+            |(slice, (bits, values))| {
+                let picked = bits.iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value);
+                for (dst, value) in slice.iter_mut().zip(picked) {
+                    *dst = value;
+                }
+            },
+        );
+    }
+
     pub fn select<'a>(&'a self, values: &'a [Scalar]) -> impl Iterator<Item = Scalar> + 'a {
         self.bits.iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value)
     }
@@ -176,7 +204,7 @@ impl Witness {
     /// Appends the A-query scalars to `out` (in parallel; e.g. straight into pinned memory).
     pub fn a_query_into(&self, out: &mut Vec<Scalar>) {
         out.extend_from_slice(&self.input_assignment);
-        out.par_extend(self.a_aux_density.par_select(&self.aux_assignment));
+        self.a_aux_density.select_into(&self.aux_assignment, out);
     }
 
     /// Scalars for the B queries (`b_g1` and `b_g2`): the inputs that occur in B, then the aux
@@ -195,7 +223,7 @@ impl Witness {
     /// Appends the B-query scalars to `out` (in parallel).
     pub fn b_query_into(&self, out: &mut Vec<Scalar>) {
         out.extend(self.b_input_density.select(&self.input_assignment));
-        out.par_extend(self.b_aux_density.par_select(&self.aux_assignment));
+        self.b_aux_density.select_into(&self.aux_assignment, out);
     }
 
     /// The public inputs without ONE: what a verifier takes.
@@ -216,6 +244,28 @@ mod tests {
         let values: Vec<Scalar> = (1..=4u64).map(Scalar::from).collect();
         let picked: Vec<Scalar> = density.select(&values).collect();
         assert_eq!(picked, vec![Scalar::from(1u64), Scalar::from(3u64)]);
+    }
+
+    #[test]
+    fn select_into_equals_select_across_chunk_boundaries() {
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        // Empty, all used, none used, and random patterns around the chunk size (2^15).
+        for (len, share) in [(0, 0.5), (1, 1.0), (5, 0.0), ((1 << 15) - 1, 0.5), (1 << 15, 1.0), (100_003, 0.3)] {
+            let density = Density::from_bits((0..len).map(|_| rng.gen_bool(share)).collect());
+            let values: Vec<Scalar> = (0..len as u64).map(Scalar::from).collect();
+            let mut out = vec![Scalar::from(7u64)]; // appends after what is there
+            density.select_into(&values, &mut out);
+            let expected: Vec<Scalar> = std::iter::once(Scalar::from(7u64)).chain(density.select(&values)).collect();
+            assert_eq!(out, expected, "len {len}, share {share}, seed {seed}");
+            assert_eq!(out.len(), 1 + density.total());
+        }
+        // The negative twin: another density selects other values.
+        let density = Density::from_bits(vec![true, false, true]);
+        let mut out = Vec::new();
+        density.select_into(&[Scalar::from(1u64), Scalar::from(2u64), Scalar::from(3u64)], &mut out);
+        assert_ne!(out, vec![Scalar::from(1u64), Scalar::from(2u64)]);
     }
 
     #[test]
