@@ -314,13 +314,19 @@ fn prover_with_device_bytes(device_bytes: u64) -> Prover {
     .unwrap()
 }
 
+/// A 2^8 key, `n` of its partitions, and the device bytes one partition plans for.
+fn key_partitions_and_plan(n: usize) -> (Arc<ProvingKey>, Vec<Arc<Witness>>, u64) {
+    let spec = spec(8, fresh_seed());
+    let witnesses = partitions(&spec, n);
+    let device = snarkpipe::backend::cpu::CpuDevice::new(0, 0);
+    let plan = snarkpipe::actors::admission::partition_plan_bytes(&device, &witnesses[0].shape(), 8);
+    (spec.proving_key().unwrap(), witnesses, plan)
+}
+
 #[test]
 fn a_key_too_large_for_the_device_streams_in_chunks_and_proves_the_same() {
-    use snarkpipe::actors::admission::{key_chunk_bytes, partition_plan_bytes};
-    let spec = spec(8, fresh_seed());
-    let key = spec.proving_key().unwrap();
-    let witnesses = partitions(&spec, 3);
-    let plan = partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &witnesses[0].shape(), 8);
+    use snarkpipe::actors::admission::key_chunk_bytes;
+    let (key, witnesses, plan) = key_partitions_and_plan(3);
     // Room for one partition and two chunks of 100 G2 points: far less than the key needs.
     let chunk = 100;
     let device_bytes = plan + key_chunk_bytes(chunk);
@@ -356,11 +362,8 @@ fn a_key_too_large_for_the_device_streams_in_chunks_and_proves_the_same() {
 
 #[test]
 fn a_device_without_room_for_even_the_smallest_key_chunk_refuses_at_admission() {
-    use snarkpipe::actors::admission::{key_chunk_bytes, partition_plan_bytes, MIN_KEY_CHUNK_POINTS};
-    let spec = spec(8, fresh_seed());
-    let key = spec.proving_key().unwrap();
-    let witnesses = partitions(&spec, 2);
-    let plan = partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &witnesses[0].shape(), 8);
+    use snarkpipe::actors::admission::{key_chunk_bytes, MIN_KEY_CHUNK_POINTS};
+    let (key, witnesses, plan) = key_partitions_and_plan(2);
     let needed = plan + key_chunk_bytes(MIN_KEY_CHUNK_POINTS);
     let prover = prover_with_device_bytes(needed - 1);
     let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
