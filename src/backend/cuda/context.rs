@@ -127,7 +127,7 @@ impl GpuContext {
             let (ptx, source) = match (cc, embedded.cubin_sm90, embedded.ptx) {
                 ((9, 0), Some(cubin), _) => (Ptx::from_binary(cubin.to_vec()), KernelSource::Cubin),
                 (_, _, Some(ptx)) if cc.0 >= 9 => (Ptx::from_src(ptx), KernelSource::Ptx),
-                _ => (nvrtc_compile(ordinal, embedded, cc)?, KernelSource::Nvrtc),
+                _ => (nvrtc_compile(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc),
             };
             if source != KernelSource::Cubin {
                 loaded_from = source;
@@ -196,7 +196,38 @@ impl GpuContext {
     }
 }
 
-fn nvrtc_compile(ordinal: usize, module: &EmbeddedModule, cc: (i32, i32)) -> Result<Ptx> {
+/// Compiles every embedded kernel module's source with NVRTC for compute capability `cc`, as
+/// the backend does on a GPU its build has no cubin or PTX for. Needs only the NVRTC library,
+/// not a GPU, so the run-time compile path is checked wherever libnvrtc is found. Returns each
+/// module's name, its PTX, and the entry points the backend will look up in it.
+pub fn nvrtc_compile_embedded(cc: (i32, i32)) -> Result<Vec<(&'static str, String, &'static [&'static str])>> {
+    if !raw::nvrtc_present() {
+        return Err(Error::BackendUnavailable("the NVRTC library (libnvrtc) was not found".into()));
+    }
+    ENTRY_POINTS
+        .iter()
+        .map(|(module_name, entries)| {
+            let module = MODULES.iter().find(|m| m.name == *module_name).ok_or_else(|| Error::Device {
+                device: 0,
+                operation: "compile kernels with NVRTC",
+                message: format!("kernel module {module_name} was not embedded"),
+            })?;
+            let ptx = nvrtc_compile(0, module.name, module.source, cc)?;
+            Ok((module.name, ptx.to_src(), *entries))
+        })
+        .collect()
+}
+
+/// Compiles one source with NVRTC as [`nvrtc_compile_embedded`] does; a source that does not
+/// compile is an `Error::Device` carrying NVRTC's log.
+pub fn nvrtc_compile_source(name: &str, source: &str, cc: (i32, i32)) -> Result<String> {
+    if !raw::nvrtc_present() {
+        return Err(Error::BackendUnavailable("the NVRTC library (libnvrtc) was not found".into()));
+    }
+    nvrtc_compile(0, name, source, cc).map(|ptx| ptx.to_src())
+}
+
+fn nvrtc_compile(ordinal: usize, name: &str, source: &str, cc: (i32, i32)) -> Result<Ptx> {
     let arch: Option<&'static str> = match cc {
         (7, 0) => Some("compute_70"),
         (7, 5) => Some("compute_75"),
@@ -208,11 +239,11 @@ fn nvrtc_compile(ordinal: usize, module: &EmbeddedModule, cc: (i32, i32)) -> Res
         (12, 0) => Some("compute_120"),
         _ => None,
     };
-    let opts = CompileOptions { arch, name: Some(format!("{}.cu", module.name)), ..Default::default() };
-    cudarc::nvrtc::compile_ptx_with_opts(module.source, opts).map_err(|err| Error::Device {
+    let opts = CompileOptions { arch, name: Some(format!("{name}.cu")), ..Default::default() };
+    cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|err| Error::Device {
         device: ordinal,
         operation: "compile kernels with NVRTC",
-        message: format!("{}: {err:?}", module.name),
+        message: format!("{name}: {err:?}"),
     })
 }
 

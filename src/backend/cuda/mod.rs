@@ -18,8 +18,8 @@ mod setup;
 use std::sync::Arc;
 
 pub use context::{
-    DeviceElement, G1Jacobian, G2Jacobian, GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, KernelSource,
-    PinnedRange, TimedEvent,
+    nvrtc_compile_embedded, nvrtc_compile_source, DeviceElement, G1Jacobian, G2Jacobian, GpuBuffer, GpuClock,
+    GpuContext, GpuStream, HostRegistration, KernelSource, PinnedRange, TimedEvent,
 };
 pub use msm::{window_bits_for, MsmCurve, MsmOptions, G1, G2};
 pub use ntt::domain_root;

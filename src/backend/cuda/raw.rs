@@ -12,6 +12,12 @@ pub fn culib_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// Whether libnvrtc can be loaded (cudarc panics on first use when it cannot).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to dlopen the NVRTC library.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
 /// Page-locks `len` bytes at `ptr` for the current context (portable across contexts).
 ///
 /// # Safety
