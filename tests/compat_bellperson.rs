@@ -5,7 +5,6 @@
 
 use bellperson::groth16::{
     create_proof_batch, generate_random_parameters, prepare_verifying_key, verify_proof, MappedParameters, Parameters,
-    Proof,
 };
 use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
 use blstrs::{Bls12, Scalar};
@@ -15,17 +14,13 @@ use rand_chacha::ChaCha8Rng;
 use snarkpipe::circuit::{SatisfactionCheck, Witness};
 use snarkpipe::{compat, Error};
 
+mod common;
+use common::bytes;
+
 fn fresh_rng(test: &str) -> ChaCha8Rng {
     let seed: u64 = rand::thread_rng().gen();
     eprintln!("{test}: seed {seed}");
     ChaCha8Rng::seed_from_u64(seed)
-}
-
-fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
-    let mut out = Vec::new();
-    proof.write(&mut out).expect("writing to a Vec cannot fail");
-    assert_eq!(out.len(), 192, "compressed A ‖ B ‖ C");
-    out
 }
 
 fn missing() -> SynthesisError {

@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use bellperson::groth16::Proof;
-use blstrs::Bls12;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use snarkpipe::backend::cuda::{cuda_available, GpuContext};
@@ -16,18 +14,8 @@ use snarkpipe::prover::{DeviceSelection, ProofRequest, Prover, ProverConfig, Shu
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
 
-fn fresh_seed() -> u64 {
-    let seed = rand::random();
-    eprintln!("seed {seed}");
-    seed
-}
-
-fn have_gpu() -> bool {
-    if !cuda_available() {
-        println!("skipped: no CUDA driver or GPU on this machine");
-    }
-    cuda_available()
-}
+mod common;
+use common::{bytes, fresh_seed, have_gpu};
 
 fn prover(backend: BackendKind) -> Prover {
     Prover::new(ProverConfig {
@@ -40,12 +28,6 @@ fn prover(backend: BackendKind) -> Prover {
         ..ProverConfig::default()
     })
     .unwrap()
-}
-
-fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
-    let mut out = Vec::new();
-    proof.write(&mut out).unwrap();
-    out
 }
 
 #[test]

@@ -7,23 +7,18 @@ use ff::{Field, PrimeField};
 use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use snarkpipe::backend::cuda::{cuda_available, fixed_base_g1, fixed_base_g2};
+use snarkpipe::backend::cuda::{fixed_base_g1, fixed_base_g2};
 use snarkpipe::groth16::setup::{setup_on, SetupEngine, ToxicWaste};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
+
+mod common;
+use common::have_gpu;
 
 fn rng() -> ChaCha8Rng {
     let seed = rand::random();
     println!("seed {seed}");
     ChaCha8Rng::seed_from_u64(seed)
-}
-
-fn has_gpu() -> bool {
-    let found = cuda_available();
-    if !found {
-        println!("skipped: no CUDA driver or GPU on this machine");
-    }
-    found
 }
 
 /// `b·2^(8w)·G` at index `w·255 + b − 1`, built the slow obvious way.
@@ -55,7 +50,7 @@ fn scalars(rng: &mut ChaCha8Rng, random: usize) -> Vec<Scalar> {
 
 #[test]
 fn gpu_fixed_base_matches_blstrs_on_g1_and_g2() {
-    if !has_gpu() {
+    if !have_gpu() {
         return;
     }
     let mut rng = rng();
@@ -80,7 +75,7 @@ fn gpu_fixed_base_matches_blstrs_on_g1_and_g2() {
 
 #[test]
 fn gpu_setup_equals_cpu_setup() {
-    if !has_gpu() {
+    if !have_gpu() {
         return;
     }
     let mut rng = rng();

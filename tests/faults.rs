@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bellperson::groth16::Proof;
@@ -21,20 +21,17 @@ use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::memory::PinnedRegistry;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{ProofHandle, ProofRequest, Prover, ProverConfig, Shutdown};
+use snarkpipe::prover::{ProofRequest, Prover, ProverConfig, Shutdown};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::TimelineRecorder;
 use snarkpipe::{Error, Stage};
 
+mod common;
+use common::{bytes, fresh_seed, wait_each_within};
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn fresh_seed() -> u64 {
-    let seed = rand::random();
-    eprintln!("seed {seed}");
-    seed
-}
 
 fn spec(log_n: u32, seed: u64) -> SyntheticSpec {
     SyntheticSpec { log_n, num_inputs: 3, profile: WitnessProfile::Random, keys: KeyKind::Setup, seed }
@@ -55,25 +52,6 @@ fn prover(faults: Option<(f64, u64)>, retries: usize) -> Prover {
         ..ProverConfig::default()
     })
     .unwrap()
-}
-
-fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
-    let mut out = Vec::new();
-    proof.write(&mut out).unwrap();
-    out
-}
-
-/// `wait_each`, but a pipeline that hangs (a pool that lost its workers, a grant never given
-/// back) fails the test instead of blocking it forever.
-fn wait_each_within(handle: &ProofHandle, limit: Duration) -> Vec<Result<Proof<Bls12>, Error>> {
-    let (tx, rx) = mpsc::channel();
-    let waiting = handle.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(waiting.wait_each());
-    });
-    rx.recv_timeout(limit).unwrap_or_else(|_| {
-        panic!("the request did not finish within {limit:?}: the pipeline hangs ({:?})", handle.status())
-    })
 }
 
 /// Checks every successful proof against the reference prover and the verifier (with a

@@ -3,11 +3,10 @@
 //! circuits. `Prover::submit` never panics; it returns a typed error exactly when the request
 //! is malformed; and when it accepts, every proof equals the reference's and verifies.
 
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bellperson::groth16::Proof;
-use blstrs::{Bls12, Scalar};
+use blstrs::Scalar;
 use ff::Field;
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -16,9 +15,12 @@ use snarkpipe::backend::BackendKind;
 use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{Priority, ProofHandle, ProofRequest, Prover, ProverConfig};
+use snarkpipe::prover::{Priority, ProofRequest, Prover, ProverConfig};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
+
+mod common;
+use common::{bytes, wait_each_within};
 
 /// (log_n, public inputs) of the three circuits: two share a domain, two share their inputs.
 const CIRCUITS: [(u32, usize); 3] = [(5, 2), (6, 4), (6, 2)];
@@ -171,21 +173,6 @@ fn request_case(damage: impl Strategy<Value = Damage>) -> impl Strategy<Value = 
             seed,
         },
     )
-}
-
-fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
-    let mut out = Vec::new();
-    proof.write(&mut out).unwrap();
-    out
-}
-
-fn wait_each_within(handle: &ProofHandle, limit: Duration) -> Vec<Result<Proof<Bls12>, Error>> {
-    let (tx, rx) = mpsc::channel();
-    let waiting = handle.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(waiting.wait_each());
-    });
-    rx.recv_timeout(limit).unwrap_or_else(|_| panic!("the request did not finish within {limit:?}"))
 }
 
 /// Submits the case's request and checks the property; `Err` describes a violation.

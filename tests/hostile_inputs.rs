@@ -3,10 +3,10 @@
 //! input to the compat calls. Each gets a typed error and no panic, and a good request running
 //! at the same time on the same prover proves and verifies as if nothing happened.
 
-use std::sync::{mpsc, Arc, Once};
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use bellperson::groth16::{Parameters, Proof};
+use bellperson::groth16::Parameters;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
 use ff::Field;
@@ -21,11 +21,8 @@ use snarkpipe::prover::{ProofHandle, ProofRequest, Prover, ProverConfig, Shutdow
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::{Error, Stage};
 
-fn fresh_seed() -> u64 {
-    let seed = rand::random();
-    eprintln!("seed {seed}");
-    seed
-}
+mod common;
+use common::{bytes, fresh_seed, wait_each_within};
 
 fn spec(log_n: u32, num_inputs: usize, seed: u64) -> SyntheticSpec {
     SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed }
@@ -44,22 +41,6 @@ fn cpu_prover() -> Prover {
         ..ProverConfig::default()
     })
     .unwrap()
-}
-
-fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
-    let mut out = Vec::new();
-    proof.write(&mut out).unwrap();
-    out
-}
-
-fn wait_each_within(handle: &ProofHandle, limit: Duration) -> Vec<Result<Proof<Bls12>, Error>> {
-    let (tx, rx) = mpsc::channel();
-    let waiting = handle.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(waiting.wait_each());
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("the request did not finish within {limit:?}: {:?}", handle.status()))
 }
 
 /// A good request running beside the hostile ones.

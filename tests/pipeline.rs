@@ -5,8 +5,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use bellperson::groth16::Proof;
-use blstrs::Bls12;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use snarkpipe::backend::BackendKind;
@@ -18,11 +16,8 @@ use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::{Span, Timeline};
 use snarkpipe::{Error, Stage};
 
-fn fresh_seed() -> u64 {
-    let seed = rand::random();
-    eprintln!("seed {seed}");
-    seed
-}
+mod common;
+use common::{bytes, fresh_seed};
 
 fn spec(log_n: u32, seed: u64) -> SyntheticSpec {
     SyntheticSpec { log_n, num_inputs: 4, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed }
@@ -41,12 +36,6 @@ fn cpu_prover(workers: usize, in_flight: usize) -> Prover {
         ..ProverConfig::default()
     })
     .unwrap()
-}
-
-fn bytes(proof: &Proof<Bls12>) -> Vec<u8> {
-    let mut out = Vec::new();
-    proof.write(&mut out).unwrap();
-    out
 }
 
 fn assert_nothing_held(prover: &Prover) {

@@ -16,11 +16,8 @@ use snarkpipe::prover::{Priority, ProofRequest, Prover, ProverConfig, Shutdown};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::Track;
 
-fn fresh_seed() -> u64 {
-    let seed = rand::random();
-    eprintln!("seed {seed}");
-    seed
-}
+mod common;
+use common::fresh_seed;
 
 fn spec(log_n: u32, num_inputs: usize) -> SyntheticSpec {
     SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed: fresh_seed() }
