@@ -13,6 +13,7 @@ use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::actors::StagingMode;
 use crate::backend::BackendKind;
 use crate::error::{Error, Result};
 use crate::groth16::verify;
@@ -76,6 +77,22 @@ pub struct BenchArgs {
     /// Start cold: no key preload and no pinned staging buffers before the clock starts.
     #[arg(long)]
     pub no_warm_up: bool,
+    /// How partitions' large host vectors are page-locked for upload: registered where they
+    /// are (in-place) or copied into pooled pinned buffers (copy).
+    #[arg(long, value_enum, default_value = "in-place")]
+    pub staging: StagingMode,
+}
+
+/// The host's own rates for the two ways of staging, measured in the same run on one
+/// witness-sized vector: what the `pin` stage's time is judged against.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostStagingFloors {
+    pub bytes: u64,
+    /// A parallel copy into page-locked memory (the `copy` staging), GB/s.
+    pub copy_gbps: f64,
+    /// Page-locking memory in place and unlocking it again (the `in-place` staging), GB/s
+    /// of memory locked and unlocked.
+    pub lock_unlock_gbps: f64,
 }
 
 /// Budget figures in the report.
@@ -146,6 +163,9 @@ pub struct BenchReport {
     pub device_free_bytes_after: Vec<Option<u64>>,
     /// Proving keys resident per device at the end of the run, before eviction.
     pub residency: Vec<ResidencyFigures>,
+    pub staging: StagingMode,
+    /// The host's staging rates, measured before the clock starts.
+    pub host_floors: Option<HostStagingFloors>,
     /// Idle gaps over 1 ms on each device, with what it was waiting on.
     pub idle_gaps: Vec<summary::IdleGap>,
     /// The human-readable timeline summary.
@@ -274,6 +294,26 @@ fn stream_partitions(
     Ok(Streamed { outcomes, public_inputs, seconds: started.elapsed().as_secs_f64() })
 }
 
+/// Times a parallel copy of `values` into page-locked memory, and page-locking a copy of it
+/// in place and unlocking it, through the first device's pin registry.
+fn measure_host_floors(prover: &Prover, values: &[crate::Scalar]) -> Result<HostStagingFloors> {
+    let pipeline = prover.pipelines().first().ok_or_else(|| Error::Config("no device".into()))?;
+    let bytes = std::mem::size_of_val(values) as u64;
+    let gbps = |seconds: f64| bytes as f64 / seconds.max(1e-9) / 1e9;
+    // Warm the pooled buffer first so the copy is timed, not the page-locking of a fresh one.
+    drop(pipeline.pool.stage(values)?);
+    let started = Instant::now();
+    let staged = pipeline.pool.stage(values)?;
+    let copy_gbps = gbps(started.elapsed().as_secs_f64());
+    drop(staged);
+    let fresh: Vec<crate::Scalar> = values.par_iter().copied().collect();
+    let started = Instant::now();
+    let lease = pipeline.pool.registry().pin(crate::backend::HostRange::of(&fresh))?;
+    drop(lease);
+    let lock_unlock_gbps = gbps(started.elapsed().as_secs_f64());
+    Ok(HostStagingFloors { bytes, copy_gbps, lock_unlock_gbps })
+}
+
 /// One run on `devices`: a fresh prover, warmed up unless `--no-warm-up`, streams the
 /// partitions, checks every proof and reports. `export` writes the trace and SVG.
 fn run_on(
@@ -294,6 +334,7 @@ fn run_on(
         memory_reserve_bytes: if args.backend == BackendKind::Cpu { 0 } else { 1 << 30 },
         faults: (args.inject_faults > 0.0).then_some((args.inject_faults, args.seed)),
         retries: args.retries,
+        staging: args.staging,
         ..ProverConfig::default()
     };
     let prover = Prover::new(config)?;
@@ -313,6 +354,13 @@ fn run_on(
         },
     };
     let seconds_warm_up = warm_started.elapsed().as_secs_f64();
+    let host_floors = witnesses.first().and_then(|witness| match measure_host_floors(&prover, &witness.a) {
+        Ok(floors) => Some(floors),
+        Err(err) => {
+            tracing::warn!(%err, "measuring the host's staging rates failed");
+            None
+        }
+    });
 
     let bar = (!args.json && std::io::stderr().is_terminal()).then(|| {
         let bar = indicatif::ProgressBar::new(args.partitions as u64);
@@ -429,6 +477,8 @@ fn run_on(
         device_free_bytes_before,
         device_free_bytes_after,
         residency,
+        staging: args.staging,
+        host_floors,
         timeline_summary: summary.to_string(),
         idle_gaps: summary.idle_gaps,
         errors,

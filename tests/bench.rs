@@ -32,11 +32,15 @@ fn a_streamed_run_verifies_every_partition_and_counts_each_on_the_timeline() {
 
 #[test]
 fn the_warm_up_pins_staging_for_every_partition_in_flight_and_no_warm_up_pins_none() {
-    let warm = bench("--partitions 3 --in-flight 2");
+    let warm = bench("--partitions 3 --in-flight 2 --staging copy");
     assert!(warm.warm_up_error.is_none(), "{:?}", warm.warm_up_error);
-    // 2 partitions in flight × 6 staged vectors of a 2^8 domain: at least 12 × 32 bytes × 100.
-    assert!(warm.staging_bytes_pinned >= 2 * 6 * 32 * 100, "{}", warm.staging_bytes_pinned);
+    // 2 partitions in flight × the copied a, b, c (a 2^8 domain) and aux: at least 8 × 32 bytes × 100.
+    assert!(warm.staging_bytes_pinned >= 2 * 4 * 32 * 100, "{}", warm.staging_bytes_pinned);
     assert_eq!(warm.verified, 3);
+    // Staging in place pools only the inputs (9 scalars, ONE included, per query and partition).
+    let in_place = bench("--partitions 3 --in-flight 2 --staging in-place");
+    assert_eq!(in_place.staging_bytes_pinned, 2 * 2 * 9 * 32);
+    assert_eq!((in_place.verified, in_place.pinned.leaked_bytes), (3, 0));
     let cold = bench("--partitions 3 --in-flight 2 --no-warm-up");
     assert_eq!(cold.staging_bytes_pinned, 0);
     assert_eq!(cold.verified, 3);

@@ -12,6 +12,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions};
+use snarkpipe::circuit::{Density, PackedDensity};
 use snarkpipe::math::{domain::Domain, ntt, quotient};
 
 fn rng() -> ChaCha8Rng {
@@ -76,6 +77,7 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_msm_g1(&s, &mut rng);
     check_msm_g1_edges(&s, &mut rng);
     check_msm_g2(&s, &mut rng);
+    check_select(&s, &mut rng);
     check_errors(&s);
     ctx.clear_caches();
     ctx.synchronize().unwrap();
@@ -257,6 +259,44 @@ fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
         assert_eq!(got, snarkpipe::math::msm::msm_g2(&bases[..1000], &scalars[..1000]), "G2 MSM edges fast={fast}");
     }
     println!("G2 MSM 1..2^18 and edge cases: equal to blstrs");
+}
+
+/// The device's query selection against the host's, at fresh densities and sizes that are
+/// not multiples of a word, written behind a prefix the selection must leave alone.
+fn check_select(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    for (len, used_per_256) in [(1usize, 256u64), (31, 128), (33, 0), (1000, 77), (1 << 16, 250), ((1 << 20) + 7, 128)]
+    {
+        let values = random_scalars(len, rng);
+        let bits: Vec<bool> = (0..len).map(|_| rng.next_u64() % 256 < used_per_256).collect();
+        let density = Density::from_bits(bits);
+        let packed = PackedDensity::pack(&density, len).unwrap();
+        let prefix = [Scalar::from(7u64), Scalar::from(9u64)];
+        let mut expected = prefix.to_vec();
+        expected.extend(density.select(&values));
+
+        let src = s.upload(&values).unwrap();
+        let mut out = s.upload(&vec![Scalar::ZERO; expected.len().max(1)]).unwrap();
+        s.upload_into(&prefix[..expected.len().min(2)], &mut out).unwrap();
+        let mut scratch = s.alloc::<u32>(2 * packed.words().len()).unwrap();
+        s.select_scalars(&src, &packed, &mut scratch, &mut out, 2).unwrap();
+        let got = s.download(&out).unwrap();
+        assert_eq!(&got[..expected.len()], &expected[..], "selection of {len} differs from the host's");
+        // The negative twin: a density with one bit flipped selects something else.
+        if len >= 33 {
+            let mut flipped = density.bits().to_vec();
+            flipped[len / 2] = !flipped[len / 2];
+            let other = PackedDensity::pack(&Density::from_bits(flipped), len).unwrap();
+            let mut out2 = s.upload(&vec![Scalar::ZERO; other.taken() + 2]).unwrap();
+            s.select_scalars(&src, &other, &mut scratch, &mut out2, 2).unwrap();
+            assert_ne!(s.download(&out2).unwrap()[2..], expected[2..], "a flipped bit selected the same");
+        }
+    }
+    // Too little room is an error, not a write past the end.
+    let packed = PackedDensity::pack(&Density::from_bits(vec![true; 64]), 64).unwrap();
+    let src = s.upload(&[Scalar::ONE; 64]).unwrap();
+    let mut small = s.alloc::<Scalar>(63).unwrap();
+    let mut scratch = s.alloc::<u32>(4).unwrap();
+    assert!(s.select_scalars(&src, &packed, &mut scratch, &mut small, 0).is_err());
 }
 
 fn check_errors(s: &GpuStream) {

@@ -150,9 +150,10 @@ impl Site {
             // sharing that key where they check the key (after the device work).
             Site::CopyToDevice => &[Stage::Htod, Stage::Ntt, Stage::Msm, Stage::Dtoh, Stage::Assemble],
             Site::CopyToHost => &[Stage::Dtoh],
-            Site::KernelLaunch => &[Stage::Ntt, Stage::Msm],
+            // The htod stage launches the kernel that selects the queries' scalars.
+            Site::KernelLaunch => &[Stage::Htod, Stage::Ntt, Stage::Msm],
             // The failure lands in the partition's failure slot and is reported downstream.
-            Site::KernelCompletion => &[Stage::Ntt, Stage::Msm, Stage::Dtoh, Stage::Assemble],
+            Site::KernelCompletion => &[Stage::Htod, Stage::Ntt, Stage::Msm, Stage::Dtoh, Stage::Assemble],
             Site::ActorPanic => &Stage::ALL,
         }
     }

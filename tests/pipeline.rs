@@ -11,7 +11,7 @@ use snarkpipe::backend::BackendKind;
 use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{ProofRequest, Prover, ProverConfig, Shutdown};
+use snarkpipe::prover::{ProofRequest, Prover, ProverConfig, Shutdown, StagingMode};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::{Span, Timeline};
 use snarkpipe::{Error, Stage};
@@ -411,4 +411,43 @@ fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everythin
     assert!(!prover.is_resident(&key, 0));
     prover.shutdown(Shutdown::Drain);
     assert_nothing_held(&prover);
+}
+
+#[test]
+fn both_stagings_prove_what_the_reference_proves_with_one_witness_on_two_devices_at_once() {
+    let spec = spec(7, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let (shared, other) = (Arc::new(spec.witness(0).unwrap()), Arc::new(spec.witness(1).unwrap()));
+    for staging in [StagingMode::InPlace, StagingMode::Copy] {
+        let prover = Prover::new(ProverConfig {
+            backend: BackendKind::Cpu,
+            cpu_devices: 2,
+            workers_per_device: 2,
+            in_flight: 3,
+            memory_reserve_bytes: 0,
+            staging,
+            ..ProverConfig::default()
+        })
+        .unwrap();
+        // The same witness in flight on both devices: in place, its vectors are page-locked
+        // once for the process and unlocked only after the last partition using them.
+        let witnesses =
+            vec![shared.clone(), shared.clone(), other.clone(), shared.clone(), shared.clone(), other.clone()];
+        let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+        let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
+        let (r, s) = (request.r.clone(), request.s.clone());
+        let proofs = prover.prove(request).unwrap();
+        for (i, proof) in proofs.iter().enumerate() {
+            let reference = groth16::prove(&key, &witnesses[i], r[i], s[i]).unwrap();
+            assert_eq!(bytes(proof), bytes(&reference), "{staging:?}: partition {i} differs from the reference");
+            // The negative twin: the other witness with the same r and s proves something else.
+            let twin = if Arc::ptr_eq(&witnesses[i], &shared) { &other } else { &shared };
+            assert_ne!(bytes(proof), bytes(&groth16::prove(&key, twin, r[i], s[i]).unwrap()));
+        }
+        let on_devices: BTreeSet<usize> =
+            prover.timeline().snapshot().spans.iter().filter_map(|s| s.track.device()).collect();
+        assert_eq!(on_devices.len(), 2, "{staging:?}: both devices should have proved");
+        assert_nothing_held(&prover);
+        prover.shutdown(Shutdown::Drain);
+    }
 }

@@ -5,7 +5,7 @@
 use super::messages::PartitionJob;
 use super::stage_actor::StageLogic;
 use crate::backend::{g2_bytes, scalar_bytes, Device, MSM_RESULTS_BYTES};
-use crate::circuit::WitnessShape;
+use crate::circuit::{PackedDensity, WitnessShape};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -13,7 +13,8 @@ use crate::stage::Stage;
 pub struct Admission;
 
 /// Device bytes one partition needs beside its proving key: the a, b, c evaluations over the
-/// domain (h is computed in place of a), the scalars of the l, a and b MSMs, scratch, results.
+/// domain (h is computed in place of a), the scalars of the l, a and b MSMs, the packed
+/// densities the a and b scalars are selected with, scratch, results.
 pub fn partition_plan_bytes(device: &dyn Device, shape: &WitnessShape, log_n: u32) -> u64 {
     let domain = 1usize << log_n;
     let a_query = shape.num_inputs + shape.a_aux_total;
@@ -23,6 +24,7 @@ pub fn partition_plan_bytes(device: &dyn Device, shape: &WitnessShape, log_n: u3
         + scalar_bytes(shape.num_aux.max(1))
         + scalar_bytes(a_query.max(1))
         + scalar_bytes(b_query.max(1))
+        + 2 * PackedDensity::device_bytes(shape.num_aux).max(8)
         + device.workspace_bytes(log_n, largest_msm)
         + MSM_RESULTS_BYTES
 }

@@ -5,6 +5,7 @@
 use super::messages::{PartitionBuffers, PartitionJob};
 use super::stage_actor::StageLogic;
 use crate::backend::{g2_bytes, scalar_bytes, Device, MSM_RESULTS_BYTES};
+use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
@@ -33,8 +34,10 @@ impl StageLogic for Staging {
             b: scalars(domain)?,
             c: scalars(domain)?,
             aux: scalars(staged.aux.len())?,
-            a_query: scalars(staged.a_query.len())?,
-            b_query: scalars(staged.b_query.len())?,
+            a_query: scalars(staged.a_query_len())?,
+            b_query: scalars(staged.b_query_len())?,
+            a_selection: device.allocate(PackedDensity::device_bytes(staged.a_aux_selection.len()).max(8))?,
+            b_selection: device.allocate(PackedDensity::device_bytes(staged.b_aux_selection.len()).max(8))?,
             workspace: device.allocate(device.workspace_bytes(job.log_n, domain.max(staged.aux.len())).max(1))?,
             results: device.allocate(MSM_RESULTS_BYTES)?,
             key_chunks: match job.key_chunk_points {
@@ -43,15 +46,23 @@ impl StageLogic for Staging {
             },
         };
         for (src, dst) in [
-            (&staged.a, &buffers.a),
-            (&staged.b, &buffers.b),
-            (&staged.c, &buffers.c),
-            (&staged.aux, &buffers.aux),
-            (&staged.a_query, &buffers.a_query),
-            (&staged.b_query, &buffers.b_query),
+            (staged.a.source(), &buffers.a),
+            (staged.b.source(), &buffers.b),
+            (staged.c.source(), &buffers.c),
+            (staged.aux.source(), &buffers.aux),
+            (staged.a_query_inputs.shared(), &buffers.a_query),
+            (staged.b_query_inputs.shared(), &buffers.b_query),
         ] {
-            let tag = job.tag(Stage::Htod).with("bytes", scalar_bytes(src.len()));
-            stream.copy_scalars_to_device(src.shared(), dst, &tag)?;
+            let tag = job.tag(Stage::Htod).with("bytes", scalar_bytes((*src).as_ref().len()));
+            stream.copy_scalars_to_device(src, dst, &tag)?;
+        }
+        // The queries' aux part, picked out of the aux assignment just uploaded.
+        for (selection, packed, dst, inputs) in [
+            (&staged.a_aux_selection, &buffers.a_selection, &buffers.a_query, staged.a_query_inputs.len()),
+            (&staged.b_aux_selection, &buffers.b_selection, &buffers.b_query, staged.b_query_inputs.len()),
+        ] {
+            let tag = job.tag(Stage::Htod).with("selected", selection.taken());
+            stream.select_scalars(&buffers.aux, selection.clone(), packed, dst, inputs, &tag)?;
         }
         job.buffers = Some(buffers);
         job.htod_done = Some(stream.record_event()?);

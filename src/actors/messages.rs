@@ -11,8 +11,8 @@ use blstrs::{Bls12, Scalar};
 use super::budget::Grant;
 use super::pipeline::{DevicePipeline, ResidentKey};
 use crate::backend::faults::FaultInjector;
-use crate::backend::{DeviceBuffer, DeviceStream, FailureSlot, PendingResults, StageEvent, WorkTag};
-use crate::circuit::Witness;
+use crate::backend::{DeviceBuffer, DeviceStream, FailureSlot, HostScalars, PendingResults, StageEvent, WorkTag};
+use crate::circuit::{PackedDensity, Witness};
 use crate::error::{Error, Result};
 use crate::memory::{PinLease, PinnedScalars};
 use crate::params::ProvingKey;
@@ -25,14 +25,92 @@ use crate::timeline::TimelineRecorder;
 #[rtype(result = "()")]
 pub struct Advance(pub Box<PartitionJob>);
 
-/// The host buffers a partition is staged from, page-locked and reused through the pool.
+/// What a partition is uploaded from, all of it page-locked.
 pub struct StagedInputs {
-    pub a: PinnedScalars,
-    pub b: PinnedScalars,
-    pub c: PinnedScalars,
-    pub aux: PinnedScalars,
-    pub a_query: PinnedScalars,
-    pub b_query: PinnedScalars,
+    pub a: StagedVector,
+    pub b: StagedVector,
+    pub c: StagedVector,
+    pub aux: StagedVector,
+    /// The inputs' part of the A query (every input) and of the B query (the inputs B uses);
+    /// the aux part of each is picked out of `aux` on the device with these selections.
+    pub a_query_inputs: PinnedScalars,
+    pub b_query_inputs: PinnedScalars,
+    pub a_aux_selection: Arc<PackedDensity>,
+    pub b_aux_selection: Arc<PackedDensity>,
+}
+
+impl StagedInputs {
+    /// Scalars of the A query: the inputs, then the aux variables A uses.
+    pub fn a_query_len(&self) -> usize {
+        self.a_query_inputs.len() + self.a_aux_selection.taken()
+    }
+
+    /// Scalars of the B queries.
+    pub fn b_query_len(&self) -> usize {
+        self.b_query_inputs.len() + self.b_aux_selection.taken()
+    }
+}
+
+/// One of a partition's large host vectors, page-locked one way or the other.
+pub enum StagedVector {
+    /// The witness's own vector, page-locked where it is while the lease lives (none for an
+    /// empty vector).
+    InPlace { vector: Arc<WitnessVector>, _lease: Option<PinLease> },
+    /// A copy in a pooled page-locked buffer.
+    Pooled(PinnedScalars),
+}
+
+impl StagedVector {
+    /// The values, shared with the copies that read them.
+    pub fn source(&self) -> HostScalars {
+        match self {
+            StagedVector::InPlace { vector, .. } => vector.clone(),
+            StagedVector::Pooled(buffer) => buffer.shared(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            StagedVector::InPlace { vector, .. } => vector.values().len(),
+            StagedVector::Pooled(buffer) => buffer.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Which of a witness's large vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WitnessPart {
+    A,
+    B,
+    C,
+    Aux,
+}
+
+/// One vector of a shared witness, readable by the copies queued from it.
+pub struct WitnessVector {
+    pub witness: Arc<Witness>,
+    pub part: WitnessPart,
+}
+
+impl WitnessVector {
+    pub fn values(&self) -> &[Scalar] {
+        match self.part {
+            WitnessPart::A => &self.witness.a,
+            WitnessPart::B => &self.witness.b,
+            WitnessPart::C => &self.witness.c,
+            WitnessPart::Aux => &self.witness.aux_assignment,
+        }
+    }
+}
+
+impl AsRef<[Scalar]> for WitnessVector {
+    fn as_ref(&self) -> &[Scalar] {
+        self.values()
+    }
 }
 
 /// The device memory of one partition, allocated under its grant.
@@ -43,6 +121,9 @@ pub struct PartitionBuffers {
     pub aux: DeviceBuffer,
     pub a_query: DeviceBuffer,
     pub b_query: DeviceBuffer,
+    /// Scratch for the packed A and B densities the device selects the queries' aux part with.
+    pub a_selection: DeviceBuffer,
+    pub b_selection: DeviceBuffer,
     pub workspace: DeviceBuffer,
     pub results: DeviceBuffer,
     /// With a streamed key: the two chunk buffers its points pass through (empty otherwise).

@@ -20,5 +20,6 @@ pub mod system;
 
 pub use budget::{BudgetReport, Grant, MemoryBudget};
 pub use messages::{Advance, PartitionJob};
+pub use pin::StagingMode;
 pub use pipeline::{DevicePipeline, ResidentKey};
 pub use system::ActorSystem;

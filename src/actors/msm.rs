@@ -81,9 +81,9 @@ impl StageLogic for Multiexp {
         let runs = [
             (Group::G1, h, &buffers.a, h_len, MsmSlot::H),
             (Group::G1, l, &buffers.aux, staged.aux.len(), MsmSlot::L),
-            (Group::G1, a, &buffers.a_query, staged.a_query.len(), MsmSlot::A),
-            (Group::G1, b_g1, &buffers.b_query, staged.b_query.len(), MsmSlot::BG1),
-            (Group::G2, b_g2, &buffers.b_query, staged.b_query.len(), MsmSlot::BG2),
+            (Group::G1, a, &buffers.a_query, staged.a_query_len(), MsmSlot::A),
+            (Group::G1, b_g1, &buffers.b_query, staged.b_query_len(), MsmSlot::BG1),
+            (Group::G2, b_g2, &buffers.b_query, staged.b_query_len(), MsmSlot::BG2),
         ];
 
         let key_stream = job.pipeline.key_in[job.worker].clone();

@@ -16,14 +16,14 @@ use super::htod::Staging;
 use super::messages::{Advance, PartitionJob};
 use super::msm::Multiexp;
 use super::ntt::Quotient;
-use super::pin::Pinning;
+use super::pin::{Pinning, StagingMode};
 use super::stage_actor::StageActor;
 use crate::backend::faults::FaultInjector;
 use crate::backend::{
     g1_bytes, g2_bytes, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, StageEvent, WorkTag,
 };
 use crate::error::Result;
-use crate::memory::{PinLease, PinnedPool, PinnedRegistry};
+use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
@@ -112,6 +112,8 @@ pub struct DevicePipeline {
     in_flight: AtomicUsize,
     /// Partitions this device takes at once (the pinned pool is sized for them).
     max_in_flight: usize,
+    /// How partitions' large host vectors are page-locked.
+    pub staging: StagingMode,
     next_worker: AtomicUsize,
     /// Partitions that failed on this device in a row (a device that keeps failing is avoided).
     consecutive_failures: AtomicUsize,
@@ -119,8 +121,13 @@ pub struct DevicePipeline {
 
 impl DevicePipeline {
     /// Builds the pipeline of `device` and starts its actors; call on the actor system.
+    /// `host_pins` is the process-wide table of page-locked host ranges, shared by every
+    /// device's pipeline.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         device: Arc<dyn Device>,
+        host_pins: Arc<HostPinTable>,
+        staging: StagingMode,
         budget_bytes: u64,
         workers: usize,
         in_flight: usize,
@@ -137,7 +144,7 @@ impl DevicePipeline {
         let key_in = (0..workers)
             .map(|w| device.new_stream(&format!("key{w}"), timeline.clone()))
             .collect::<Result<Vec<_>>>()?;
-        let registry = PinnedRegistry::new(device.clone());
+        let registry = PinnedRegistry::sharing(device.clone(), host_pins);
         let pipeline = Arc::new(DevicePipeline {
             ordinal,
             budget: MemoryBudget::start(ordinal, budget_bytes),
@@ -153,6 +160,7 @@ impl DevicePipeline {
             stages: OnceLock::new(),
             in_flight: AtomicUsize::new(0),
             max_in_flight: in_flight.max(1),
+            staging,
             next_worker: AtomicUsize::new(0),
             consecutive_failures: AtomicUsize::new(0),
         });
@@ -305,7 +313,12 @@ impl DevicePipeline {
     /// partition (see [`PinnedPool::warm`]); returns the bytes newly pinned.
     pub fn warm_staging(&self, key: &ProvingKey) -> Result<u64> {
         let lengths = key.staging_lengths();
-        let all: Vec<usize> = (0..self.max_in_flight).flat_map(|_| lengths).collect();
+        let pooled = match self.staging {
+            StagingMode::Copy => &lengths[..],
+            // The large vectors are page-locked where they are: only the inputs are pooled.
+            StagingMode::InPlace => &lengths[4..],
+        };
+        let all: Vec<usize> = (0..self.max_in_flight).flat_map(|_| pooled.iter().copied()).collect();
         self.pool.warm(&all)
     }
 

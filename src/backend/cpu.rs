@@ -16,9 +16,10 @@ use parking_lot::Mutex;
 
 use super::host_queue::HostQueue;
 use super::{
-    scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots,
-    MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
+    scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
+    MsmResultSlots, MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
 };
+use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};
 use crate::math::{msm, quotient};
 use crate::timeline::TimelineRecorder;
@@ -186,9 +187,55 @@ impl DeviceStream for CpuStream {
         self.queue.record_event()
     }
 
-    fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+    fn copy_scalars_to_device(&self, src: HostScalars, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
         let dst = dst.clone();
-        self.enqueue_work(tag, move || store(&dst, scalar_bytes(src.len()), Contents::Scalars(src.to_vec())))
+        self.enqueue_work(tag, move || {
+            let values = (*src).as_ref();
+            store(&dst, scalar_bytes(values.len()), Contents::Scalars(values.to_vec()))
+        })
+    }
+
+    fn select_scalars(
+        &self,
+        src: &DeviceBuffer,
+        selection: Arc<PackedDensity>,
+        packed: &DeviceBuffer,
+        dst: &DeviceBuffer,
+        dst_start: usize,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        let (src, packed, dst) = (src.clone(), packed.clone(), dst.clone());
+        self.enqueue_work(tag, move || {
+            let needed = PackedDensity::device_bytes(selection.len());
+            if packed.bytes() < needed {
+                return Err(too_small(&packed, needed));
+            }
+            let end = dst_start + selection.taken();
+            if dst.bytes() < scalar_bytes(end) {
+                return Err(too_small(&dst, scalar_bytes(end)));
+            }
+            if std::ptr::eq(memory_of(&src)?, memory_of(&dst)?) {
+                return Err(Error::Device {
+                    device: dst.device(),
+                    operation: "select scalars",
+                    message: "the selection would overwrite the values it reads".into(),
+                });
+            }
+            let source = memory_of(&src)?.contents.lock();
+            let Contents::Scalars(values) = &*source else { return Err(not_holding(&src, "scalars")) };
+            let mut target = memory_of(&dst)?.contents.lock();
+            let out = match &mut *target {
+                Contents::Scalars(out) => out,
+                other => {
+                    *other = Contents::Scalars(Vec::new());
+                    let Contents::Scalars(out) = other else { unreachable!("set just above") };
+                    out
+                }
+            };
+            // Device memory past what was written reads as zeros, as after an upload.
+            out.resize(out.len().max(end), Scalar::from(0u64));
+            selection.select_into(values, &mut out[dst_start..end])
+        })
     }
 
     fn copy_g1_to_device(

@@ -6,15 +6,16 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G2Affine, Scalar};
+use blstrs::{G1Affine, G2Affine};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{
-    Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmSlot, PendingResults, PinOutcome, StageEvent,
-    WorkTag,
+    Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars, MsmSlot, PendingResults, PinOutcome,
+    StageEvent, WorkTag,
 };
+use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
@@ -177,9 +178,23 @@ impl DeviceStream for FaultyStream {
     fn record_event(&self) -> Result<StageEvent> {
         self.inner.record_event()
     }
-    fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+    fn copy_scalars_to_device(&self, src: HostScalars, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
         self.faults.maybe_fail(FaultSite::CopyToDevice, "host-to-device copy")?;
         self.inner.copy_scalars_to_device(src, dst, tag)
+    }
+    fn select_scalars(
+        &self,
+        src: &DeviceBuffer,
+        selection: Arc<PackedDensity>,
+        packed: &DeviceBuffer,
+        dst: &DeviceBuffer,
+        dst_start: usize,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        self.faults.maybe_fail(FaultSite::KernelLaunch, "query selection kernel launch")?;
+        self.inner.select_scalars(src, selection, packed, dst, dst_start, tag)?;
+        self.maybe_fail_on_completion(tag, "query selection");
+        Ok(())
     }
     fn copy_g1_to_device(
         &self,

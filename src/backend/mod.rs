@@ -24,6 +24,7 @@ use blstrs::{G1Affine, G2Affine, Scalar};
 pub use event::StageEvent;
 pub use work::{FailureSlot, MsmResultSlots, MsmSlot, PendingResults, WorkTag, MSM_RESULTS_BYTES};
 
+use crate::circuit::PackedDensity;
 use crate::error::Result;
 use crate::timeline::TimelineRecorder;
 
@@ -187,7 +188,23 @@ pub trait DeviceStream: Send + Sync {
     /// An event that completes when all work queued so far has run.
     fn record_event(&self) -> Result<StageEvent>;
 
-    fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;
+    /// Copies `src` to the start of `dst`; the rest of `dst` reads as zeros.
+    fn copy_scalars_to_device(&self, src: HostScalars, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;
+
+    /// Writes the values of `src` that `selection` uses, in order, into `dst` from element
+    /// `dst_start` on. `packed` is scratch of [`PackedDensity::device_bytes`] for the packed
+    /// density itself. This is how a query's scalars are picked out of the aux assignment
+    /// on the device rather than copied from the host a second time.
+    #[allow(clippy::too_many_arguments)]
+    fn select_scalars(
+        &self,
+        src: &DeviceBuffer,
+        selection: Arc<PackedDensity>,
+        packed: &DeviceBuffer,
+        dst: &DeviceBuffer,
+        dst_start: usize,
+        tag: &WorkTag,
+    ) -> Result<()>;
     /// Copies `src[range]` to the start of `dst` (a whole key vector, or one chunk of it).
     fn copy_g1_to_device(
         &self,
@@ -235,6 +252,10 @@ pub trait DeviceStream: Send + Sync {
     /// Copies the MSM results back to the host; read them once the stream has passed this point.
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults>;
 }
+
+/// Host scalars a copy reads, shared so that they live until the queued copy has run: a
+/// pinned staging buffer, or a witness's own vector page-locked in place.
+pub type HostScalars = Arc<dyn AsRef<[Scalar]> + Send + Sync>;
 
 /// Bytes of `n` scalars on a device.
 pub const fn scalar_bytes(n: usize) -> u64 {

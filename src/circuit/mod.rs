@@ -5,7 +5,10 @@
 //! system (see [`synthesize`]), which records exactly what bellperson's `ProvingAssignment`
 //! records, so the parameters' query vectors line up with the scalars here.
 
+pub mod packed;
 pub mod synthesize;
+
+pub use packed::PackedDensity;
 
 use rayon::prelude::*;
 use serde::Serialize;

@@ -3,4 +3,4 @@
 
 pub mod pinned;
 
-pub use pinned::{PinLease, PinnedPool, PinnedRegistry, PinnedScalars};
+pub use pinned::{HostPinTable, PinLease, PinnedPool, PinnedRegistry, PinnedScalars};

@@ -17,61 +17,110 @@ use rayon::prelude::*;
 use crate::backend::{Device, HostRange, PinOutcome};
 use crate::error::Result;
 
-#[derive(Debug)]
-struct PinnedEntry {
+/// Who page-locked a range, and how many leases (of any device) hold it.
+struct SharedPin {
     users: usize,
-    /// Whether we page-locked it (and so must unpin it) or found it already locked.
-    owned: bool,
+    /// The device whose driver call pinned it, and so must unpin it; `None` when it was
+    /// already page-locked by someone outside snarkpipe.
+    pinned_by: Option<Arc<dyn Device>>,
 }
 
-/// Reference-counted page-locked ranges of one device.
+/// The page-locked host ranges of the whole process, shared by every device's registry.
+///
+/// Page-locking is a property of host memory, not of one device (snarkpipe registers ranges
+/// as portable across contexts), so two devices staging from the same range, say a proving
+/// key both stream, must share one registration: were each device to count its own, the
+/// first to finish would unpin the range under the other's copies.
+#[derive(Default)]
+pub struct HostPinTable {
+    ranges: Mutex<HashMap<HostRange, SharedPin>>,
+}
+
+impl HostPinTable {
+    pub fn new() -> Arc<HostPinTable> {
+        Arc::new(HostPinTable::default())
+    }
+
+    /// Bytes page-locked through the table right now, by every device.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.ranges.lock().keys().map(|r| r.len as u64).sum()
+    }
+}
+
+/// One device's view of the [`HostPinTable`]: pins through that device's driver when a range
+/// is not yet locked, and counts the leases it hands out (a leak check per device).
 pub struct PinnedRegistry {
     device: Arc<dyn Device>,
-    ranges: Mutex<HashMap<HostRange, PinnedEntry>>,
+    table: Arc<HostPinTable>,
+    /// Leases of this registry per range.
+    mine: Mutex<HashMap<HostRange, usize>>,
 }
 
 impl PinnedRegistry {
+    /// A registry with a table of its own (one device, or tests).
     pub fn new(device: Arc<dyn Device>) -> Arc<PinnedRegistry> {
-        Arc::new(PinnedRegistry { device, ranges: Mutex::new(HashMap::new()) })
+        PinnedRegistry::sharing(device, HostPinTable::new())
     }
 
-    /// Pins `range`, or counts one more user of a range already pinned.
+    /// A registry for `device` over the process-wide `table`.
+    pub fn sharing(device: Arc<dyn Device>, table: Arc<HostPinTable>) -> Arc<PinnedRegistry> {
+        Arc::new(PinnedRegistry { device, table, mine: Mutex::new(HashMap::new()) })
+    }
+
+    /// Pins `range`, or counts one more user of a range already pinned (by any device).
     pub fn pin(self: &Arc<Self>, range: HostRange) -> Result<PinLease> {
-        let mut ranges = self.ranges.lock();
-        if let Some(entry) = ranges.get_mut(&range) {
-            entry.users += 1;
-        } else {
-            let owned = match self.device.pin_host(range)? {
-                PinOutcome::Pinned => true,
-                PinOutcome::AlreadyPinned => false,
-            };
-            ranges.insert(range, PinnedEntry { users: 1, owned });
+        {
+            let mut ranges = self.table.ranges.lock();
+            if let Some(entry) = ranges.get_mut(&range) {
+                entry.users += 1;
+            } else {
+                let pinned_by = match self.device.pin_host(range)? {
+                    PinOutcome::Pinned => Some(self.device.clone()),
+                    PinOutcome::AlreadyPinned => None,
+                };
+                ranges.insert(range, SharedPin { users: 1, pinned_by });
+            }
         }
+        *self.mine.lock().entry(range).or_default() += 1;
         Ok(PinLease { range, registry: Arc::downgrade(self) })
     }
 
     fn release(&self, range: HostRange) {
-        let mut ranges = self.ranges.lock();
+        {
+            let mut mine = self.mine.lock();
+            if let Some(count) = mine.get_mut(&range) {
+                *count -= 1;
+                if *count == 0 {
+                    mine.remove(&range);
+                }
+            }
+        }
+        let mut ranges = self.table.ranges.lock();
         let Some(entry) = ranges.get_mut(&range) else { return };
         entry.users -= 1;
         if entry.users == 0 {
             let entry = ranges.remove(&range).expect("present above");
-            if entry.owned {
-                if let Err(err) = self.device.unpin_host(range) {
+            if let Some(device) = entry.pinned_by {
+                if let Err(err) = device.unpin_host(range) {
                     tracing::warn!(%err, "unpinning a host range failed");
                 }
             }
         }
     }
 
-    /// Bytes page-locked through this registry right now.
+    /// Bytes of the ranges this registry holds leases on right now.
     pub fn pinned_bytes(&self) -> u64 {
-        self.ranges.lock().keys().map(|r| r.len as u64).sum()
+        self.mine.lock().keys().map(|r| r.len as u64).sum()
     }
 
-    /// Ranges page-locked through this registry right now.
+    /// Ranges this registry holds leases on right now.
     pub fn pinned_ranges(&self) -> usize {
-        self.ranges.lock().len()
+        self.mine.lock().len()
+    }
+
+    /// The process-wide table this registry pins through.
+    pub fn table(&self) -> &Arc<HostPinTable> {
+        &self.table
     }
 }
 
@@ -276,6 +325,37 @@ mod tests {
         let lease = registry.pin(range).expect("already registered is state, not failure");
         drop(lease);
         assert_eq!(device.pinned_ranges(), 1, "unpinned a range the registry did not pin");
+    }
+
+    #[test]
+    fn two_devices_share_one_pin_and_the_last_user_unpins_it() {
+        let (first, second) = (Arc::new(CpuDevice::new(0, 1 << 20)), Arc::new(CpuDevice::new(1, 1 << 20)));
+        let table = HostPinTable::new();
+        let on_first = PinnedRegistry::sharing(first.clone(), table.clone());
+        let on_second = PinnedRegistry::sharing(second.clone(), table.clone());
+        let data = vec![0u8; 4096];
+        let range = HostRange::of(&data);
+        let held_by_first = on_first.pin(range).unwrap();
+        let held_by_second = on_second.pin(range).expect("a range the other device pinned is shared");
+        assert_eq!((first.pinned_ranges(), second.pinned_ranges()), (1, 0), "pinned twice");
+        drop(held_by_first);
+        assert_eq!(first.pinned_ranges(), 1, "unpinned under the second device's lease");
+        assert_eq!((on_first.pinned_bytes(), on_second.pinned_bytes()), (0, 4096));
+        drop(held_by_second);
+        assert_eq!(first.pinned_ranges(), 0, "the last lease did not unpin");
+        assert_eq!(table.pinned_bytes(), 0);
+    }
+
+    #[test]
+    fn separate_tables_do_not_share() {
+        // The negative twin: registries over separate tables pin on their own.
+        let (first, second) = (Arc::new(CpuDevice::new(0, 1 << 20)), Arc::new(CpuDevice::new(1, 1 << 20)));
+        let data = vec![0u8; 4096];
+        let range = HostRange::of(&data);
+        let one = PinnedRegistry::new(first.clone()).pin(range);
+        let other = PinnedRegistry::new(second.clone()).pin(range);
+        assert!(one.is_ok() && other.is_ok());
+        assert_eq!((first.pinned_ranges(), second.pinned_ranges()), (1, 1));
     }
 
     #[test]

@@ -113,11 +113,13 @@ impl ProvingKey {
         }
     }
 
-    /// The scalar vectors a partition of this key stages in pinned memory, by length: the
-    /// domain-sized a, b and c evaluations, the aux assignment, and the A and B query scalars.
+    /// The scalar vectors a partition of this key may stage in pooled pinned memory, by
+    /// length: the domain-sized a, b and c evaluations and the aux assignment (copied when
+    /// they are not page-locked in place), then the inputs of the A and B queries (always).
     pub fn staging_lengths(&self) -> [usize; 6] {
         let domain = self.h.len() + 1;
-        [domain, domain, domain, self.l.len(), self.a.len(), self.b_g1.len()]
+        let inputs = self.vk.ic.len();
+        [domain, domain, domain, self.l.len(), inputs, inputs]
     }
 
     /// Points in the longest query vector (what a streamed key's chunks must cover).

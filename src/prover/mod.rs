@@ -13,6 +13,7 @@ use blstrs::Scalar;
 use crossbeam_channel::{unbounded, Sender};
 use parking_lot::Mutex;
 
+pub use crate::actors::StagingMode;
 pub use request::{Priority, ProofHandle, RequestStatus};
 
 use crate::actors::{ActorSystem, BudgetReport, DevicePipeline};
@@ -21,6 +22,7 @@ use crate::backend::faults::{FaultInjector, FaultyDevice};
 use crate::backend::{BackendKind, Device};
 use crate::circuit::Witness;
 use crate::error::{Error, Result};
+use crate::memory::HostPinTable;
 use crate::params::ProvingKey;
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
@@ -78,6 +80,8 @@ pub struct ProverConfig {
     pub retries: usize,
     /// Workers for particular devices, overriding `workers_per_device`.
     pub workers_by_device: std::collections::BTreeMap<usize, usize>,
+    /// How partitions' large host vectors are page-locked for their upload.
+    pub staging: StagingMode,
 }
 
 impl Default for ProverConfig {
@@ -95,6 +99,7 @@ impl Default for ProverConfig {
             fault_devices: None,
             retries: 2,
             workers_by_device: Default::default(),
+            staging: StagingMode::default(),
         }
     }
 }
@@ -214,6 +219,7 @@ impl Prover {
         let timeline = TimelineRecorder::new();
         let system = ActorSystem::start("snarkpipe-actors")?;
         let mut pipelines = Vec::new();
+        let host_pins = HostPinTable::new();
         for device in &devices {
             let ordinal = device.info().ordinal;
             let faulty = faults.is_enabled() && config.fault_devices.as_ref().is_none_or(|d| d.contains(&ordinal));
@@ -223,13 +229,12 @@ impl Prover {
                 .budget_bytes_override
                 .unwrap_or(capacity.saturating_sub(config.memory_reserve_bytes.min(capacity / 2)));
             let workers = config.workers_by_device.get(&ordinal).copied().unwrap_or(config.workers_per_device);
-            let (in_flight, timeline) = (config.in_flight, timeline.clone());
+            let (in_flight, timeline, host_pins, staging) =
+                (config.in_flight, timeline.clone(), host_pins.clone(), config.staging);
             let device_faults = if faulty { faults.clone() } else { FaultInjector::disabled() };
-            pipelines.push(
-                system.run(move || {
-                    DevicePipeline::start(wrapped, budget, workers, in_flight, timeline, device_faults)
-                })??,
-            );
+            pipelines.push(system.run(move || {
+                DevicePipeline::start(wrapped, host_pins, staging, budget, workers, in_flight, timeline, device_faults)
+            })??);
         }
         let (submit, incoming) = unbounded();
         let stopping = Arc::new(AtomicBool::new(false));

@@ -46,6 +46,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
         ],
     ),
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
+    ("select", &["select_scalars"]),
     (
         "msm",
         &[
@@ -432,17 +433,23 @@ impl GpuStream {
 
     /// Copies host values into the start of an existing device buffer.
     pub fn upload_into<T: DeviceElement>(&self, src: &[T], dst: &mut GpuBuffer<T>) -> Result<()> {
-        if src.len() > dst.len {
+        self.upload_at(src, dst, 0)
+    }
+
+    /// Copies host values into an existing device buffer from element `offset` on.
+    pub fn upload_at<T: DeviceElement>(&self, src: &[T], dst: &mut GpuBuffer<T>, offset: usize) -> Result<()> {
+        if offset + src.len() > dst.len {
             return Err(Error::Device {
                 device: self.gpu.ordinal,
                 operation: "copy to device",
-                message: format!("{} values into a buffer of {}", src.len(), dst.len),
+                message: format!("{} values at {offset} into a buffer of {}", src.len(), dst.len),
             });
         }
         if src.is_empty() {
             return Ok(());
         }
-        let mut view = dst.bytes.slice_mut(0..std::mem::size_of_val(src));
+        let start = offset * std::mem::size_of::<T>();
+        let mut view = dst.bytes.slice_mut(start..start + std::mem::size_of_val(src));
         self.inner.memcpy_htod(as_bytes(src), &mut view).map_err(self.err("copy to device"))
     }
 

@@ -19,9 +19,10 @@ use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistratio
 use super::msm::{window_bits_for, MsmOptions};
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
-    scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, MsmResultSlots,
-    MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
+    scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
+    MsmResultSlots, MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
 };
+use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};
 use crate::timeline::TimelineRecorder;
 
@@ -199,17 +200,18 @@ impl CudaStream {
     /// Copies `src[range]` to the start of `dst`; the rest of `dst` is zeroed.
     fn upload<T: super::context::DeviceElement>(
         &self,
-        src: Arc<Vec<T>>,
+        src: Arc<dyn AsRef<[T]> + Send + Sync>,
         range: Range<usize>,
         dst: &DeviceBuffer,
         tag: &WorkTag,
     ) -> Result<()> {
         let dst = dst.clone();
         self.enqueue(tag, move |stream| {
-            let values = src.get(range.clone()).ok_or_else(|| Error::Device {
+            let all = (*src).as_ref();
+            let values = all.get(range.clone()).ok_or_else(|| Error::Device {
                 device: dst.device(),
                 operation: "copy to device",
-                message: format!("values {range:?} of a vector of {}", src.len()),
+                message: format!("values {range:?} of a vector of {}", all.len()),
             })?;
             with_buffer::<T, _>(&dst, |buffer| {
                 if values.len() < buffer.len() {
@@ -244,9 +246,30 @@ impl DeviceStream for CudaStream {
         self.queue.record_event()
     }
 
-    fn copy_scalars_to_device(&self, src: Arc<Vec<Scalar>>, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
-        let all = 0..src.len();
+    fn copy_scalars_to_device(&self, src: HostScalars, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
+        let all = 0..(*src).as_ref().len();
         self.upload(src, all, dst, tag)
+    }
+
+    fn select_scalars(
+        &self,
+        src: &DeviceBuffer,
+        selection: Arc<PackedDensity>,
+        packed: &DeviceBuffer,
+        dst: &DeviceBuffer,
+        dst_start: usize,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        let (src, packed, dst) = (src.clone(), packed.clone(), dst.clone());
+        self.enqueue(tag, move |stream| {
+            with_buffer::<Scalar, _>(&src, |values| {
+                with_buffer::<Scalar, _>(&dst, |out| {
+                    with_buffer::<u32, _>(&packed, |words| {
+                        stream.select_scalars(values, &selection, words, out, dst_start)
+                    })
+                })
+            })
+        })
     }
 
     fn copy_g1_to_device(

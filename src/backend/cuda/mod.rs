@@ -13,6 +13,7 @@ mod msm;
 mod ntt;
 mod probe;
 mod raw;
+mod select;
 mod setup;
 
 use std::sync::Arc;
