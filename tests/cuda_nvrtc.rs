@@ -49,3 +49,51 @@ fn a_source_that_does_not_compile_is_a_device_error_with_nvrtc_s_log() {
         other => panic!("expected a device error, got {other:?}"),
     }
 }
+
+/// On a GPU: the kernels loaded from the build's PTX (as on a GPU newer than sm_90) and from
+/// NVRTC (as on one the build has no code for) compute what the CPU computes. Skips without a
+/// GPU.
+#[test]
+fn kernels_loaded_from_ptx_and_from_nvrtc_match_the_cpu_on_a_gpu() {
+    use blstrs::{G1Projective, Scalar};
+    use ff::Field;
+    use group::{Curve, Group};
+    use rand::SeedableRng;
+    use snarkpipe::backend::cuda::{cuda_available, GpuContext, KernelSource, MsmOptions};
+
+    if !cuda_available() {
+        println!("skipped: no CUDA driver or GPU on this machine");
+        return;
+    }
+    let seed = rand::random::<u64>();
+    println!("seed {seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n = 3000;
+    let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+    let projective: Vec<G1Projective> = (0..n).map(|_| G1Projective::random(&mut rng)).collect();
+    let mut points = vec![blstrs::G1Affine::default(); n];
+    G1Projective::batch_normalize(&projective, &mut points);
+    let expected = snarkpipe::math::msm::msm_g1(&points, &scalars);
+    let log_n = 12;
+    let mut evaluations: Vec<Scalar> = (0..1usize << log_n).map(|_| Scalar::random(&mut rng)).collect();
+    let domain = snarkpipe::math::domain::Domain::from_log_n(log_n).unwrap();
+    let coefficients = evaluations.clone();
+    snarkpipe::math::ntt::ntt(&mut evaluations, domain);
+
+    for source in [KernelSource::Ptx, KernelSource::Nvrtc] {
+        let ctx = GpuContext::open_from(0, source).unwrap_or_else(|err| panic!("loading from {source:?}: {err}"));
+        assert_eq!(ctx.kernel_source(), source);
+        let s = ctx.new_stream().unwrap();
+        let msm = s.msm_g1(&s.upload(&points).unwrap(), &s.upload(&scalars).unwrap(), n, MsmOptions::default());
+        assert_eq!(msm.unwrap().to_affine(), expected.to_affine(), "MSM with kernels from {source:?}");
+        // The negative twin: one scalar changed changes the sum.
+        let mut changed = scalars.clone();
+        changed[n / 2] += Scalar::ONE;
+        let other = s.msm_g1(&s.upload(&points).unwrap(), &s.upload(&changed).unwrap(), n, MsmOptions::default());
+        assert_ne!(other.unwrap().to_affine(), expected.to_affine());
+        let mut on_device = s.upload(&coefficients).unwrap();
+        s.ntt_forward(&mut on_device, log_n).unwrap();
+        assert_eq!(s.download(&on_device).unwrap(), evaluations, "NTT with kernels from {source:?}");
+        println!("{source:?}: MSM of {n} and NTT of 2^{log_n} match the CPU");
+    }
+}

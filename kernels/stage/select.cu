@@ -5,23 +5,23 @@
 // taken_before[i / 32] plus the used bits below it in its word. Scalars are moved as raw
 // 32-byte values (their Montgomery form is never looked at).
 
-#include <stdint.h>
+// No headers: NVRTC compiles this at run time without a system include path.
 
 extern "C" __global__ void select_scalars(const uint4* __restrict__ values,
-                                          const uint32_t* __restrict__ words,
-                                          const uint32_t* __restrict__ taken_before,
-                                          uint32_t len,
+                                          const unsigned int* __restrict__ words,
+                                          const unsigned int* __restrict__ taken_before,
+                                          unsigned int len,
                                           uint4* __restrict__ out)
 {
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= len)
         return;
-    uint32_t word = words[i >> 5];
-    uint32_t bit = i & 31;
+    unsigned int word = words[i >> 5];
+    unsigned int bit = i & 31;
     if (((word >> bit) & 1u) == 0)
         return;
-    uint32_t below = __popc(word & ((1u << bit) - 1u));
-    uint64_t place = (uint64_t)taken_before[i >> 5] + below;
-    out[2 * place] = values[2 * (uint64_t)i];
-    out[2 * place + 1] = values[2 * (uint64_t)i + 1];
+    unsigned int below = __popc(word & ((1u << bit) - 1u));
+    unsigned long long place = (unsigned long long)taken_before[i >> 5] + below;
+    out[2 * place] = values[2 * (unsigned long long)i];
+    out[2 * place + 1] = values[2 * (unsigned long long)i + 1];
 }

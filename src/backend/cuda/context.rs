@@ -108,6 +108,17 @@ impl std::fmt::Debug for GpuContext {
 impl GpuContext {
     /// Opens GPU `ordinal` and loads the kernels: the cubin on sm_90, else PTX, else NVRTC.
     pub fn open(ordinal: usize) -> Result<Arc<GpuContext>> {
+        GpuContext::open_with(ordinal, None)
+    }
+
+    /// Opens GPU `ordinal` loading every kernel module from `source`, as a GPU without a
+    /// cubin (PTX) or without either (NVRTC) would: how the fallbacks are tested on an H200.
+    /// Errors when the build embedded no such form.
+    pub fn open_from(ordinal: usize, source: KernelSource) -> Result<Arc<GpuContext>> {
+        GpuContext::open_with(ordinal, Some(source))
+    }
+
+    fn open_with(ordinal: usize, forced: Option<KernelSource>) -> Result<Arc<GpuContext>> {
         if !super::cuda_available() || ordinal >= super::device_count() {
             return Err(Error::BackendUnavailable(format!("no CUDA device {ordinal}")));
         }
@@ -118,17 +129,31 @@ impl GpuContext {
         unsafe { ctx.disable_event_tracking() };
         let cc = ctx.compute_capability().map_err(e("query compute capability"))?;
         let mut functions = HashMap::new();
-        let mut loaded_from = KernelSource::Cubin;
+        let mut loaded_from = forced.unwrap_or(KernelSource::Cubin);
         for (module_name, names) in ENTRY_POINTS {
             let embedded = MODULES.iter().find(|m| m.name == *module_name).ok_or_else(|| Error::Device {
                 device: ordinal,
                 operation: "load kernels",
                 message: format!("kernel module {module_name} was not embedded"),
             })?;
-            let (ptx, source) = match (cc, embedded.cubin_sm90, embedded.ptx) {
-                ((9, 0), Some(cubin), _) => (Ptx::from_binary(cubin.to_vec()), KernelSource::Cubin),
-                (_, _, Some(ptx)) if cc.0 >= 9 => (Ptx::from_src(ptx), KernelSource::Ptx),
-                _ => (nvrtc_compile(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc),
+            let not_embedded = |form: &str| Error::Device {
+                device: ordinal,
+                operation: "load kernels",
+                message: format!("the build embedded no {form} of kernel module {module_name} (built without nvcc?)"),
+            };
+            let (ptx, source) = match (forced, cc, embedded.cubin_sm90, embedded.ptx) {
+                (Some(KernelSource::Cubin), _, Some(cubin), _) => {
+                    (Ptx::from_binary(cubin.to_vec()), KernelSource::Cubin)
+                }
+                (Some(KernelSource::Cubin), _, None, _) => return Err(not_embedded("sm_90 cubin")),
+                (Some(KernelSource::Ptx), _, _, Some(ptx)) => (Ptx::from_src(ptx), KernelSource::Ptx),
+                (Some(KernelSource::Ptx), _, _, None) => return Err(not_embedded("PTX")),
+                (Some(KernelSource::Nvrtc), ..) => {
+                    (nvrtc_compile(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc)
+                }
+                (None, (9, 0), Some(cubin), _) => (Ptx::from_binary(cubin.to_vec()), KernelSource::Cubin),
+                (None, _, _, Some(ptx)) if cc.0 >= 9 => (Ptx::from_src(ptx), KernelSource::Ptx),
+                (None, ..) => (nvrtc_compile(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc),
             };
             if source != KernelSource::Cubin {
                 loaded_from = source;
