@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# One device call on the two-GPU kind that gathers every figure BENCHMARKS.md reports, inside a
-# time budget (BUDGET seconds, default 560): the CUDA tests (kernels against the CPU reference,
-# the GPU setup, the pipeline), issue 6's --scaling runs with verified proofs at 2^24 and 2^26,
-# and the kernel bench (floors measured in the same run). Each step gets what is left of the
-# budget, up to its own cap, so the call always returns with what it has.
+# One device call on the two-GPU kind that gathers the figures BENCHMARKS.md reports, inside a
+# time budget (BUDGET seconds, default 560). STEPS picks what runs, in order (default
+# "tests s24 s26"):
+#   tests  the CUDA tests: kernels against the CPU, PTX/NVRTC loads, the GPU setup, the pipeline
+#   s24    issue 6's --scaling run at 2^24 with verified proofs (P24 partitions, default 96)
+#   s26    the same at 2^26 (P26 partitions, default 12, IN26 in flight, default 3)
+#   s27    issue 4's 2^27 partition: bits witness, random key resident, two workers, one GPU
+#   soak   issue 5's soak on the GPUs: 300 partitions of 2^10, a tenth of them faulted
+#   kernels the kernel bench with its floors, up to 2^26
+# STAGING (in-place or copy) picks the bench's staging. Each step gets what is left of the
+# budget up to its own cap, so the call always returns with what it has.
 # Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench (cargo bench --no-run).
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 log=$out/final.log
 deadline=$((SECONDS + ${BUDGET:-560}))
+staging=${STAGING:-in-place}
 cap() { local left=$((deadline - SECONDS - 5)); [ "$1" -lt "$left" ] && echo "$1" || echo "$left"; }
 step() {  # step NAME CAP_SECONDS COMMAND...
   local name=$1 limit; limit=$(cap "$2"); shift 2
@@ -18,33 +25,45 @@ step() {  # step NAME CAP_SECONDS COMMAND...
   timeout "$limit" "$@" || echo "FAILED or timed out: $name rc=$?" >>"$log"
   echo "   $name took $((SECONDS - start)) s" >>"$log"
 }
-{ date -u; nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm --format=csv; nproc; free -g; } >>"$log" 2>&1
-for t in cuda_kernels cuda_setup cuda_pipeline; do
-  exe=$(ls .gpu/tests/$t-* 2>/dev/null | head -1)
-  [ -n "$exe" ] && step "test $t" 150 "$exe" --nocapture --test-threads=1 >>"$log" 2>&1
-done
-scaling() {  # scaling NAME CAP ARGS...
+bench() {  # bench NAME CAP ARGS...
   local name=$1 c=$2; shift 2
-  step "scaling $name" "$c" .gpu/snarkpipe bench --backend cuda --devices all --scaling --keys setup --json \
+  step "bench $name" "$c" .gpu/snarkpipe bench --backend cuda --json --staging "$staging" \
     --timeline "$out/$name.svg" "$@" >"$out/$name.json" 2>>"$log"
 }
-scaling s24 170 --log-n 24 --partitions "${P24:-48}" --trace "$out/s24.trace.json"
-SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" 150 .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1
-scaling s26 400 --log-n 26 --partitions "${P26:-12}" --in-flight 2
+{ date -u; nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm --format=csv; nproc; free -g; } >>"$log" 2>&1
+for s in ${STEPS:-tests s24 s26}; do
+  case $s in
+    tests)
+      for t in cuda_kernels cuda_nvrtc cuda_setup cuda_pipeline; do
+        exe=$(ls .gpu/tests/$t-* 2>/dev/null | head -1)
+        [ -n "$exe" ] && step "test $t" 150 "$exe" --nocapture --test-threads=1 >>"$log" 2>&1
+      done ;;
+    s24) bench s24 200 --devices all --scaling --keys setup --log-n 24 --partitions "${P24:-96}" --workers 3 \
+           --in-flight 6 --trace "$out/s24.trace.json" ;;
+    s26) bench s26 400 --devices all --scaling --keys setup --log-n 26 --partitions "${P26:-12}" \
+           --in-flight "${IN26:-3}" --trace "$out/s26.trace.json" ;;
+    s27) bench s27 300 --devices 0 --keys random --witness bits --log-n 27 --partitions "${P27:-6}" --workers 2 \
+           --in-flight "${IN27:-1}" --trace "$out/s27.trace.json" ;;
+    soak) bench soak 120 --devices all --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7 ;;
+    kernels) SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" 150 .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
+  esac
+done
 grep -E "test result|FAILED|SKIPPED|took" "$log"
 for f in "$out"/s2*.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r.get("scaling") or {}
-print(sys.argv[1], "key", round(r["seconds_key"], 1), "warm", round(r["seconds_warm_up"], 1),
+print(sys.argv[1], r.get("staging"), "key", round(r["seconds_key"], 1), "warm", round(r["seconds_warm_up"], 1),
       "verified", r["verified"], "/", r["partitions"], "failed", r["failed"],
       "s/part", round(r["seconds_per_partition"], 3), "steady", round(r["steady_state"]["seconds_per_partition"], 3),
       "one", round(s.get("single_device_seconds_per_partition", 0), 3),
       "one-steady", round(s.get("single_device_steady_seconds_per_partition", 0), 3),
       "one-verified", s.get("single_device_verified"),
       "speedup", round(s.get("speedup", 0), 2), "steady-speedup", round(s.get("steady_speedup", 0), 2),
-      "busy", r["busy_fraction"], "errors", r["errors"][:2], r.get("warm_up_error"))
+      "busy", r["busy_fraction"], "floors", r.get("host_floors"),
+      "stages", {k: round(v["seconds"], 2) for k, v in r["stages"].items()},
+      "steady-devices", r["steady_state"].get("devices"), "errors", r["errors"][:2], r.get("warm_up_error"))
 PY
 done
 tail -3 "$out/bench.log" 2>/dev/null
