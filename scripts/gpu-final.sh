@@ -8,7 +8,7 @@
 #   s27    issue 4's 2^27 partition: bits witness, random key resident, two workers, one GPU
 #   soak   issue 5's soak on the GPUs: 300 partitions of 2^10, a tenth of them faulted
 #   kernels the kernel bench with its floors, up to 2^26
-# STAGING (in-place or copy) picks the bench's staging. Each step gets what is left of the
+# STAGING (in-place or copy) picks the bench's staging; SCALING="" drops --scaling (one GPU). Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
 # Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench (cargo bench --no-run).
 set -uo pipefail
@@ -38,9 +38,9 @@ for s in ${STEPS:-tests s24 s26}; do
         exe=$(ls .gpu/tests/$t-* 2>/dev/null | head -1)
         [ -n "$exe" ] && step "test $t" 150 "$exe" --nocapture --test-threads=1 >>"$log" 2>&1
       done ;;
-    s24) bench s24 200 --devices all --scaling --keys setup --log-n 24 --partitions "${P24:-96}" --workers 3 \
+    s24) bench s24 200 --devices all ${SCALING---scaling} --keys setup --log-n 24 --partitions "${P24:-96}" --workers 3 \
            --in-flight 6 --trace "$out/s24.trace.json" ;;
-    s26) bench s26 400 --devices all --scaling --keys setup --log-n 26 --partitions "${P26:-12}" \
+    s26) bench s26 400 --devices all ${SCALING---scaling} --keys setup --log-n 26 --partitions "${P26:-12}" \
            --in-flight "${IN26:-3}" --trace "$out/s26.trace.json" ;;
     s27) bench s27 300 --devices 0 --keys random --witness bits --log-n 27 --partitions "${P27:-6}" --workers 2 \
            --in-flight "${IN27:-1}" --trace "$out/s27.trace.json" ;;
