@@ -8,14 +8,14 @@
 #   s27    issue 4's 2^27 partition: bits witness, random key resident, two workers, one GPU
 #   soak   issue 5's soak on the GPUs: 300 partitions of 2^10, a tenth of them faulted
 #   kernels the kernel bench with its floors, up to 2^26
-# STAGING (in-place or copy) picks the bench's staging; SCALING="" drops --scaling (one GPU). Each step gets what is left of the
+# STAGING (copy or in-place) picks the bench's staging; SCALING="" drops --scaling (one GPU). Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
 # Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench (cargo bench --no-run).
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 log=$out/final.log
 deadline=$((SECONDS + ${BUDGET:-560}))
-staging=${STAGING:-in-place}
+staging=${STAGING:-copy}
 cap() { local left=$((deadline - SECONDS - 5)); [ "$1" -lt "$left" ] && echo "$1" || echo "$left"; }
 step() {  # step NAME CAP_SECONDS COMMAND...
   local name=$1 limit; limit=$(cap "$2"); shift 2

@@ -77,9 +77,9 @@ pub struct BenchArgs {
     /// Start cold: no key preload and no pinned staging buffers before the clock starts.
     #[arg(long)]
     pub no_warm_up: bool,
-    /// How partitions' large host vectors are page-locked for upload: registered where they
-    /// are (in-place) or copied into pooled pinned buffers (copy).
-    #[arg(long, value_enum, default_value = "in-place")]
+    /// How partitions' large host vectors are page-locked for upload: copied into pooled
+    /// pinned buffers (copy) or registered where they are (in-place).
+    #[arg(long, value_enum, default_value = "copy")]
     pub staging: StagingMode,
 }
 

@@ -38,7 +38,6 @@ impl StageLogic for Staging {
             b_query: scalars(staged.b_query_len())?,
             a_selection: device.allocate(PackedDensity::device_bytes(staged.a_aux_selection.len()).max(8))?,
             b_selection: device.allocate(PackedDensity::device_bytes(staged.b_aux_selection.len()).max(8))?,
-            workspace: device.allocate(device.workspace_bytes(job.log_n, domain.max(staged.aux.len())).max(1))?,
             results: device.allocate(MSM_RESULTS_BYTES)?,
             key_chunks: match job.key_chunk_points {
                 Some(chunk) => vec![device.allocate(g2_bytes(chunk))?, device.allocate(g2_bytes(chunk))?],

@@ -124,7 +124,6 @@ pub struct PartitionBuffers {
     /// Scratch for the packed A and B densities the device selects the queries' aux part with.
     pub a_selection: DeviceBuffer,
     pub b_selection: DeviceBuffer,
-    pub workspace: DeviceBuffer,
     pub results: DeviceBuffer,
     /// With a streamed key: the two chunk buffers its points pass through (empty otherwise).
     pub key_chunks: Vec<DeviceBuffer>,

@@ -20,7 +20,7 @@ impl StageLogic for Quotient {
         stream.wait_event(job.htod_done.as_ref().ok_or_else(|| missing("upload event"))?)?;
         let buffers = job.buffers.as_ref().ok_or_else(|| missing("device buffers"))?;
         let tag = job.tag(Stage::Ntt).with("log_n", job.log_n).with("bytes", 3 * scalar_bytes(1usize << job.log_n));
-        stream.quotient(&buffers.a, &buffers.b, &buffers.c, job.log_n, &buffers.workspace, &tag)?;
+        stream.quotient(&buffers.a, &buffers.b, &buffers.c, job.log_n, &tag)?;
         job.ntt_done = Some(stream.record_event()?);
         Ok(())
     }

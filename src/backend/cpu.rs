@@ -266,15 +266,7 @@ impl DeviceStream for CpuStream {
         })
     }
 
-    fn quotient(
-        &self,
-        a: &DeviceBuffer,
-        b: &DeviceBuffer,
-        c: &DeviceBuffer,
-        log_n: u32,
-        _workspace: &DeviceBuffer,
-        tag: &WorkTag,
-    ) -> Result<()> {
+    fn quotient(&self, a: &DeviceBuffer, b: &DeviceBuffer, c: &DeviceBuffer, log_n: u32, tag: &WorkTag) -> Result<()> {
         let (a, b, c) = (a.clone(), b.clone(), c.clone());
         self.enqueue_work(tag, move || {
             let n = 1usize << log_n;
@@ -302,7 +294,6 @@ impl DeviceStream for CpuStream {
         bases: &DeviceBuffer,
         scalars: &DeviceBuffer,
         terms: Range<usize>,
-        _workspace: &DeviceBuffer,
         results: &DeviceBuffer,
         slot: MsmSlot,
         tag: &WorkTag,

@@ -216,17 +216,9 @@ impl DeviceStream for FaultyStream {
         self.faults.maybe_fail(FaultSite::CopyToDevice, "host-to-device copy")?;
         self.inner.copy_g2_to_device(src, range, dst, tag)
     }
-    fn quotient(
-        &self,
-        a: &DeviceBuffer,
-        b: &DeviceBuffer,
-        c: &DeviceBuffer,
-        log_n: u32,
-        workspace: &DeviceBuffer,
-        tag: &WorkTag,
-    ) -> Result<()> {
+    fn quotient(&self, a: &DeviceBuffer, b: &DeviceBuffer, c: &DeviceBuffer, log_n: u32, tag: &WorkTag) -> Result<()> {
         self.faults.maybe_fail(FaultSite::KernelLaunch, "NTT kernel launch")?;
-        self.inner.quotient(a, b, c, log_n, workspace, tag)?;
+        self.inner.quotient(a, b, c, log_n, tag)?;
         self.maybe_fail_on_completion(tag, "NTT");
         Ok(())
     }
@@ -236,13 +228,12 @@ impl DeviceStream for FaultyStream {
         bases: &DeviceBuffer,
         scalars: &DeviceBuffer,
         terms: Range<usize>,
-        workspace: &DeviceBuffer,
         results: &DeviceBuffer,
         slot: MsmSlot,
         tag: &WorkTag,
     ) -> Result<()> {
         self.faults.maybe_fail(FaultSite::KernelLaunch, "MSM kernel launch")?;
-        self.inner.msm(group, bases, scalars, terms, workspace, results, slot, tag)?;
+        self.inner.msm(group, bases, scalars, terms, results, slot, tag)?;
         self.maybe_fail_on_completion(tag, "MSM");
         Ok(())
     }

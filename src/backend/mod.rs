@@ -171,7 +171,9 @@ pub trait Device: Send + Sync {
     fn release_cached(&self) {}
 
     /// Scratch bytes a partition needs beside its inputs: NTT twiddles and MSM buckets for the
-    /// largest MSM of `max_msm_len` points. Part of every partition's memory plan.
+    /// largest MSM of `max_msm_len` points. Part of every partition's memory plan: the budget
+    /// reserves it, and the kernels allocate their scratch within it as they run (it is not
+    /// allocated up front as well, which would hold the same memory twice).
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64;
 }
 
@@ -223,15 +225,7 @@ pub trait DeviceStream: Send + Sync {
 
     /// The quotient polynomial: `a`, `b`, `c` hold evaluations over the domain of size
     /// 2^log_n (zero-padded); afterwards `a` holds h's first 2^log_n − 1 coefficients.
-    fn quotient(
-        &self,
-        a: &DeviceBuffer,
-        b: &DeviceBuffer,
-        c: &DeviceBuffer,
-        log_n: u32,
-        workspace: &DeviceBuffer,
-        tag: &WorkTag,
-    ) -> Result<()>;
+    fn quotient(&self, a: &DeviceBuffer, b: &DeviceBuffer, c: &DeviceBuffer, log_n: u32, tag: &WorkTag) -> Result<()>;
 
     /// Σ scalars[terms.start + i]·bases[i] for i < terms.len(), added into `slot` of `results`
     /// (which starts empty): the whole MSM with a resident key, or one chunk of it when the
@@ -243,7 +237,6 @@ pub trait DeviceStream: Send + Sync {
         bases: &DeviceBuffer,
         scalars: &DeviceBuffer,
         terms: Range<usize>,
-        workspace: &DeviceBuffer,
         results: &DeviceBuffer,
         slot: MsmSlot,
         tag: &WorkTag,

@@ -292,15 +292,7 @@ impl DeviceStream for CudaStream {
         self.upload(src, range, dst, tag)
     }
 
-    fn quotient(
-        &self,
-        a: &DeviceBuffer,
-        b: &DeviceBuffer,
-        c: &DeviceBuffer,
-        log_n: u32,
-        _workspace: &DeviceBuffer,
-        tag: &WorkTag,
-    ) -> Result<()> {
+    fn quotient(&self, a: &DeviceBuffer, b: &DeviceBuffer, c: &DeviceBuffer, log_n: u32, tag: &WorkTag) -> Result<()> {
         let (a, b, c) = (a.clone(), b.clone(), c.clone());
         self.enqueue(tag, move |stream| {
             with_buffer::<Scalar, _>(&a, |a| {
@@ -315,7 +307,6 @@ impl DeviceStream for CudaStream {
         bases: &DeviceBuffer,
         scalars: &DeviceBuffer,
         terms: Range<usize>,
-        _workspace: &DeviceBuffer,
         results: &DeviceBuffer,
         slot: MsmSlot,
         tag: &WorkTag,
