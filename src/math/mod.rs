@@ -1,13 +1,16 @@
-//! The CPU reference maths: the evaluation domain, NTTs, the quotient polynomial h and MSMs.
+//! The CPU reference maths: the evaluation domain, NTTs, the quotient polynomial h, MSMs and
+//! batched conversion of points to affine.
 //!
 //! Everything here computes exactly what bellperson computes (same domain, same roots of
 //! unity, same coset generator), so device backends can be checked against it value by value.
 
+pub mod affine;
 pub mod domain;
 pub mod msm;
 pub mod ntt;
 pub mod quotient;
 
+pub use affine::BatchAffine;
 pub use domain::Domain;
 pub use msm::{msm_g1, msm_g2};
 pub use ntt::{coset_ntt, icoset_ntt, intt, ntt};
