@@ -5,8 +5,10 @@
 //! multiplies the fixed bases through precomputed byte-window tables: 32 mixed additions per
 //! point instead of a full scalar multiplication.
 //!
-//! The circuit's terms are recorded in blocks of consecutive variables, so that evaluating a
-//! block's A, B and C polynomials is one task's alone and the blocks evaluate in parallel.
+//! Past synthesis (the circuit's own callback, sequential) the host work runs on every core:
+//! the Lagrange basis at tau comes from one batch inversion per chunk, and the circuit's terms
+//! are recorded in blocks of consecutive variables, so that evaluating a block's A, B and C
+//! polynomials is one task's alone.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +23,7 @@ use group::{
 };
 use rayon::prelude::*;
 
-use crate::math::{filled, intt, ntt::distribute_powers, Domain};
+use crate::math::{filled, ntt::distribute_powers, Domain};
 use crate::{Error, Result, Scalar};
 
 /// The setup's secrets. Anyone who knows them can forge proofs: test keys only.
@@ -42,6 +44,8 @@ const BLOCK_SHIFT: u32 = 12;
 /// The terms one task adds up; a block's matrix with more (a variable in very many
 /// constraints, such as ONE) is split across tasks.
 const TERMS_PER_TASK: usize = 1 << 16;
+/// Scalars per task when dropping the zero scalars of A and B.
+const FILTER_CHUNK: usize = 1 << 14;
 
 /// Where the setup multiplies its fixed bases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +96,7 @@ pub fn setup_on<C: Circuit<Scalar>>(circuit: C, waste: &ToxicWaste, engine: Setu
         })
     };
     let l = g1_mul("l points", &scalars.l)?;
-    if timed("l identity check", || l.iter().any(|p| bool::from(p.is_identity()))) {
+    if timed("l identity check", || l.par_iter().any(|p| bool::from(p.is_identity()))) {
         return Err(SynthesisError::UnconstrainedVariable.into());
     }
     let one_g1 = |x: Scalar| (G1Projective::generator() * x).to_affine();
@@ -143,13 +147,13 @@ impl KeyScalars {
         let invert = |x: Scalar| Option::<Scalar>::from(x.invert()).ok_or(Error::UnexpectedIdentity);
         let (gamma_inv, delta_inv) = (invert(waste.gamma)?, invert(waste.delta)?);
 
-        // tau^i for i < n, then (by an inverse NTT) the Lagrange basis at tau.
-        let mut powers = vec![Scalar::ONE; domain.size()];
-        timed("powers", || distribute_powers(&mut powers, waste.tau));
         let z_over_delta = domain.vanishing_at(waste.tau) * delta_inv;
-        let h = timed("h scalars", || powers[..domain.size() - 1].par_iter().map(|p| *p * z_over_delta).collect());
-        let mut lagrange = powers;
-        timed("intt", || intt(&mut lagrange, domain));
+        let h = timed("h scalars", || {
+            let mut h = filled(domain.size() - 1, z_over_delta);
+            distribute_powers(&mut h, waste.tau);
+            h
+        });
+        let lagrange = timed("lagrange basis", || domain.lagrange_basis_at(waste.tau));
         let (inputs, aux) = timed("evaluate", || {
             rayon::join(
                 || assembly.inputs.evaluate(&lagrange, waste, gamma_inv, TERMS_PER_TASK),
@@ -162,9 +166,27 @@ impl KeyScalars {
     }
 }
 
-/// The nonzero scalars of `inputs` then `aux`, in order.
+/// The nonzero scalars of `inputs` then `aux`, in order. Each chunk counts its own, then
+/// fills its own slice of the result.
 fn nonzero(inputs: &[Scalar], aux: &[Scalar]) -> Vec<Scalar> {
-    inputs.iter().chain(aux).filter(|x| !bool::from(x.is_zero())).copied().collect()
+    // Scalars are canonical, so equality with zero is the (variable-time, fast) test.
+    let is_nonzero = |x: &&Scalar| **x != Scalar::ZERO;
+    let chunks: Vec<&[Scalar]> = inputs.chunks(FILTER_CHUNK).chain(aux.chunks(FILTER_CHUNK)).collect();
+    let counts: Vec<usize> = chunks.par_iter().map(|chunk| chunk.iter().filter(is_nonzero).count()).collect();
+    let mut out = filled(counts.iter().sum(), Scalar::ZERO);
+    let mut rest = out.as_mut_slice();
+    let mut slices = Vec::with_capacity(chunks.len());
+    for &count in &counts {
+        let (slice, tail) = std::mem::take(&mut rest).split_at_mut(count);
+        slices.push(slice);
+        rest = tail;
+    }
+    slices.into_par_iter().zip(chunks).for_each(|(slice, chunk)| {
+        for (slot, x) in slice.iter_mut().zip(chunk.iter().filter(is_nonzero)) {
+            *slot = *x;
+        }
+    });
+    out
 }
 
 /// `k · 2^(8w) · base` for every byte value `k` in 1..=255 and window `w` in 0..32, so that a
