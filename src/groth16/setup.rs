@@ -17,13 +17,10 @@ use bellperson::groth16::{Parameters, VerifyingKey};
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::{Bls12, G1Projective, G2Projective};
 use ff::{Field, PrimeField};
-use group::{
-    prime::{PrimeCurve, PrimeCurveAffine},
-    Curve, Group,
-};
+use group::{prime::PrimeCurveAffine, Curve, Group};
 use rayon::prelude::*;
 
-use crate::math::{filled, ntt::distribute_powers, Domain};
+use crate::math::{filled, ntt::distribute_powers, BatchAffine, Domain};
 use crate::{Error, Result, Scalar};
 
 /// The setup's secrets. Anyone who knows them can forge proofs: test keys only.
@@ -86,13 +83,13 @@ pub fn setup_on<C: Circuit<Scalar>>(circuit: C, waste: &ToxicWaste, engine: Setu
     let g1_mul = |name: &str, scalars: &[Scalar]| {
         timed(name, || match engine {
             SetupEngine::Cpu => Ok(g1.mul_all(scalars)),
-            SetupEngine::Gpu => crate::backend::cuda::fixed_base_g1(&g1.table(), scalars),
+            SetupEngine::Gpu => crate::backend::cuda::fixed_base_g1(g1.table(), scalars),
         })
     };
     let g2_mul = |name: &str, scalars: &[Scalar]| {
         timed(name, || match engine {
             SetupEngine::Cpu => Ok(g2.mul_all(scalars)),
-            SetupEngine::Gpu => crate::backend::cuda::fixed_base_g2(&g2.table(), scalars),
+            SetupEngine::Gpu => crate::backend::cuda::fixed_base_g2(g2.table(), scalars),
         })
     };
     let l = g1_mul("l points", &scalars.l)?;
@@ -189,47 +186,43 @@ fn nonzero(inputs: &[Scalar], aux: &[Scalar]) -> Vec<Scalar> {
     out
 }
 
-/// `k · 2^(8w) · base` for every byte value `k` in 1..=255 and window `w` in 0..32, so that a
+/// Window bytes per scalar, and multiples per window (every nonzero byte value).
+const WINDOWS: usize = 32;
+const WINDOW_POINTS: usize = 255;
+
+/// `b · 2^(8w) · base` for every byte value `b` in 1..=255 and window `w` in 0..32, so that a
 /// scalar's multiple is the sum of one table entry per nonzero byte.
-struct FixedBase<G: PrimeCurve> {
-    windows: Vec<Vec<G::Affine>>,
+struct FixedBase<G: BatchAffine> {
+    /// Entry `w·255 + b − 1` is `b·2^(8w)·base`: the layout the GPU kernel reads.
+    table: Vec<G::Affine>,
 }
 
-impl<G: PrimeCurve> FixedBase<G>
+impl<G: BatchAffine> FixedBase<G>
 where
     G::Affine: Send + Sync,
 {
     fn new(base: G) -> Self {
-        let bytes = Scalar::ZERO.to_repr().as_ref().len();
-        let mut window_base = base;
-        let windows = (0..bytes)
-            .map(|_| {
-                let mut multiples = Vec::with_capacity(255);
-                let mut multiple = window_base;
-                for _ in 0..255 {
-                    multiples.push(multiple);
-                    multiple += window_base;
-                }
-                window_base = multiple; // 256 · window_base
-                let mut affine = vec![<G::Affine as PrimeCurveAffine>::identity(); multiples.len()];
-                G::batch_normalize(&multiples, &mut affine);
-                affine
-            })
-            .collect();
-        FixedBase { windows }
+        debug_assert_eq!(Scalar::ZERO.to_repr().as_ref().len(), WINDOWS);
+        let window_bases: Vec<G> =
+            std::iter::successors(Some(base), |b| Some((0..8).fold(*b, |b, _| b.double()))).take(WINDOWS).collect();
+        let mut table = vec![<G::Affine as PrimeCurveAffine>::identity(); WINDOWS * WINDOW_POINTS];
+        table.par_chunks_mut(WINDOW_POINTS).zip(window_bases).for_each(|(window, window_base)| {
+            let multiples: Vec<G> =
+                std::iter::successors(Some(window_base), |m| Some(*m + window_base)).take(WINDOW_POINTS).collect();
+            G::batch_to_affine(&multiples, window);
+        });
+        FixedBase { table }
     }
 
-    /// The multiples in one flat table: entry `w·255 + b − 1` is `b·2^(8w)·base` (the layout
-    /// the GPU kernel reads).
-    fn table(&self) -> Vec<G::Affine> {
-        self.windows.concat()
+    fn table(&self) -> &[G::Affine] {
+        &self.table
     }
 
     fn mul(&self, scalar: &Scalar) -> G {
         let repr = scalar.to_repr();
         let mut sum = G::identity();
         // Little-endian bytes: byte w weighs 2^(8w).
-        for (window, &byte) in self.windows.iter().zip(repr.as_ref()) {
+        for (window, &byte) in self.table.chunks(WINDOW_POINTS).zip(repr.as_ref()) {
             if byte != 0 {
                 sum += window[byte as usize - 1];
             }
@@ -238,10 +231,10 @@ where
     }
 
     fn mul_all(&self, scalars: &[Scalar]) -> Vec<G::Affine> {
-        let mut out = vec![<G::Affine as PrimeCurveAffine>::identity(); scalars.len()];
+        let mut out = filled(scalars.len(), <G::Affine as PrimeCurveAffine>::identity());
         out.par_chunks_mut(POINTS_PER_TASK).zip(scalars.par_chunks(POINTS_PER_TASK)).for_each(|(out, scalars)| {
             let projective: Vec<G> = scalars.iter().map(|s| self.mul(s)).collect();
-            G::batch_normalize(&projective, out);
+            G::batch_to_affine(&projective, out);
         });
         out
     }
@@ -791,5 +784,18 @@ mod tests {
             assert_eq!(table.mul(&scalar), G1Projective::generator() * scalar);
         }
         assert_ne!(table.mul(&Scalar::ONE), G1Projective::generator() * Scalar::from(2u64));
+    }
+
+    #[test]
+    fn fixed_base_table_has_the_kernel_layout() {
+        let table = FixedBase::new(G2Projective::generator());
+        assert_eq!(table.table().len(), WINDOWS * WINDOW_POINTS);
+        for (w, b) in [(0u32, 1u64), (0, 255), (1, 1), (5, 17), (31, 255)] {
+            let expected = G2Projective::generator() * (Scalar::from(b) * Scalar::from(256u64).pow_vartime([w as u64]));
+            let entry = table.table()[w as usize * WINDOW_POINTS + b as usize - 1];
+            assert_eq!(entry, expected.to_affine(), "window {w}, byte {b}");
+            // Negative twin: the neighbouring entry holds another multiple.
+            assert_ne!(table.table()[w as usize * WINDOW_POINTS + b as usize % WINDOW_POINTS], expected.to_affine());
+        }
     }
 }
