@@ -1,14 +1,26 @@
-//! The CPU reference maths: the evaluation domain, NTTs, the quotient polynomial h and MSMs.
+//! The CPU reference maths: the evaluation domain, NTTs, the quotient polynomial h, MSMs and
+//! batched conversion of points to affine.
 //!
 //! Everything here computes exactly what bellperson computes (same domain, same roots of
 //! unity, same coset generator), so device backends can be checked against it value by value.
 
+pub mod affine;
 pub mod domain;
 pub mod msm;
 pub mod ntt;
 pub mod quotient;
 
+pub use affine::BatchAffine;
 pub use domain::Domain;
 pub use msm::{msm_g1, msm_g2};
 pub use ntt::{coset_ntt, icoset_ntt, intt, ntt};
 pub use quotient::{from_coset_evaluations, pointwise_quotient_on_coset, quotient_h, to_coset_evaluations};
+
+/// `len` copies of `value`, written by every core: at 2^26 and up, touching the fresh pages
+/// from one thread takes longer than most of the work later done on them.
+pub(crate) fn filled<T: Copy + Send + Sync>(len: usize, value: T) -> Vec<T> {
+    use rayon::prelude::*;
+    let mut out = Vec::with_capacity(len);
+    (0..len).into_par_iter().with_min_len(1 << 12).map(|_| value).collect_into_vec(&mut out);
+    out
+}
