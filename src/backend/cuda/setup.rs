@@ -4,12 +4,13 @@
 //! table point per scalar byte; the host normalises the Jacobian results in parallel batches.
 
 use blstrs::{G1Affine, G2Affine, Scalar};
-use group::{prime::PrimeCurveAffine, Curve};
+use group::prime::PrimeCurveAffine;
 use rayon::prelude::*;
 
 use super::context::{GpuBuffer, GpuContext, GpuStream, KernelArg};
 use super::msm::{MsmCurve, G1, G2};
 use crate::error::{Error, Result};
+use crate::math::{filled, BatchAffine};
 
 /// Scalars per kernel launch (and per round trip): bounds the device memory used.
 const SCALARS_PER_CHUNK: usize = 1 << 22;
@@ -44,13 +45,13 @@ fn fixed_base<C>(table: &[C::Affine], scalars: &[Scalar]) -> Result<Vec<C::Affin
 where
     C: FixedBaseCurve,
     C::Affine: PrimeCurveAffine + Send + Sync,
-    C::Projective: Curve<AffineRepr = C::Affine> + Send + Sync,
+    C::Projective: BatchAffine<Affine = C::Affine> + Send + Sync,
     C::Jacobian: Sync,
 {
     if table.len() != TABLE_POINTS {
         return Err(Error::Config(format!("a fixed-base table has {TABLE_POINTS} points, not {}", table.len())));
     }
-    let mut out = vec![C::Affine::identity(); scalars.len()];
+    let mut out = filled(scalars.len(), C::Affine::identity());
     if scalars.is_empty() {
         return Ok(out);
     }
@@ -64,7 +65,7 @@ where
         let sums = stream.fixed_base_chunk::<C>(&table, scalars, &mut on_device, &jacobian)?;
         out.par_chunks_mut(NORMALISE_BATCH).zip(sums.par_chunks(NORMALISE_BATCH)).for_each(|(out, sums)| {
             let projective: Vec<C::Projective> = sums.iter().map(C::to_projective).collect();
-            C::Projective::batch_normalize(&projective, out);
+            C::Projective::batch_to_affine(&projective, out);
         });
     }
     Ok(out)
