@@ -2,7 +2,8 @@
 # One device call on the two-GPU kind that gathers the figures BENCHMARKS.md reports, inside a
 # time budget (BUDGET seconds, default 560). STEPS picks what runs, in order (default
 # "tests s24 s26"):
-#   tests  the CUDA tests: kernels against the CPU, PTX/NVRTC loads, the GPU setup, the pipeline
+#   tests  the CUDA tests (TESTS, default all four): kernels against the CPU, PTX/NVRTC loads,
+#          the GPU setup, the pipeline
 #   s24    issue 6's --scaling run at 2^24 with verified proofs (P24 partitions, default 96)
 #   s26    the same at 2^26 (P26 partitions, default 12, IN26 in flight, default 3)
 #   s27    issue 4's 2^27 partition: bits witness, random key resident, two workers, one GPU
@@ -34,7 +35,7 @@ bench() {  # bench NAME CAP ARGS...
 for s in ${STEPS:-tests s24 s26}; do
   case $s in
     tests)
-      for t in cuda_kernels cuda_nvrtc cuda_setup cuda_pipeline; do
+      for t in ${TESTS:-cuda_kernels cuda_nvrtc cuda_setup cuda_pipeline}; do
         exe=$(ls .gpu/tests/$t-* 2>/dev/null | head -1)
         [ -n "$exe" ] && step "test $t" 150 "$exe" --nocapture --test-threads=1 >>"$log" 2>&1
       done ;;
@@ -42,14 +43,16 @@ for s in ${STEPS:-tests s24 s26}; do
            --in-flight 6 --trace "$out/s24.trace.json" ;;
     s26) bench s26 400 --devices all ${SCALING---scaling} --keys setup --log-n 26 --partitions "${P26:-12}" \
            --in-flight "${IN26:-3}" --trace "$out/s26.trace.json" ;;
-    s27) bench s27 300 --devices 0 --keys random --witness bits --log-n 27 --partitions "${P27:-6}" --workers 2 \
-           --in-flight "${IN27:-1}" --trace "$out/s27.trace.json" ;;
+    s27) # In place by default: a 2^27 key (64 GB) and its witnesses (19 GB each) leave no room for
+         # pooled copies on a 128 GB host.
+         (staging=${STAGING27:-in-place}; bench s27 300 --devices 0 --keys random --witness bits --log-n 27 \
+           --partitions "${P27:-2}" --workers 2 --in-flight "${IN27:-1}" --trace "$out/s27.trace.json") ;;
     soak) bench soak 120 --devices all --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7 ;;
     kernels) SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" 150 .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
   esac
 done
 grep -E "test result|FAILED|SKIPPED|took" "$log"
-for f in "$out"/s2*.json; do
+for f in "$out"/s2?.json "$out"/soak.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

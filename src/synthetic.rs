@@ -19,10 +19,7 @@ use bellperson::groth16::VerifyingKey;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
 use blstrs::{G1Projective, G2Projective};
 use ff::Field;
-use group::{
-    prime::{PrimeCurve, PrimeCurveAffine},
-    Curve, Group,
-};
+use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -30,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::circuit::{Density, Witness, WitnessShape};
 use crate::groth16::setup::{setup_on, SetupEngine, ToxicWaste};
-use crate::math::Domain;
+use crate::math::{BatchAffine, Domain};
 use crate::params::ProvingKey;
 use crate::{Error, Result, Scalar};
 
@@ -309,8 +306,8 @@ impl SyntheticSpec {
 
     /// `count` pseudo-random points, fast: per chunk a running sum over four random points
     /// (one addition per point instead of a scalar multiplication), then one batch
-    /// normalisation. The points are not independent, which a key for timing does not need.
-    fn random_points<G: PrimeCurve>(&self, tag: u64, count: usize) -> Vec<G::Affine>
+    /// normalisation (one inversion per chunk). The points are not independent, which a key for timing does not need.
+    fn random_points<G: BatchAffine>(&self, tag: u64, count: usize) -> Vec<G::Affine>
     where
         G::Affine: Send + Sync,
     {
@@ -325,7 +322,7 @@ impl SyntheticSpec {
                     sum
                 })
                 .collect();
-            G::batch_normalize(&projective, out);
+            G::batch_to_affine(&projective, out);
         });
         points
     }
