@@ -451,3 +451,28 @@ fn both_stagings_prove_what_the_reference_proves_with_one_witness_on_two_devices
         prover.shutdown(Shutdown::Drain);
     }
 }
+
+#[test]
+fn a_device_exactly_as_large_as_the_plans_proves_every_partition_in_flight() {
+    // The kernels allocate their scratch as they run, inside what the plan reserves for it: a
+    // device with room for the key and three plans, no more, proves three partitions at once.
+    // Were the scratch also allocated up front, the third partition's kernels would run the
+    // device out of memory.
+    let (key, witnesses, plan) = key_partitions_and_plan(6);
+    let prover = prover_with_device_bytes(key.device_bytes() + 3 * plan);
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
+    let (r, s) = (request.r.clone(), request.s.clone());
+    let proofs = prover.prove(request).expect("every partition fits its plan");
+    for (i, proof) in proofs.iter().enumerate() {
+        assert_eq!(bytes(proof), bytes(&groth16::prove(&key, &witnesses[i], r[i], s[i]).unwrap()));
+    }
+    let peak = prover.budget_reports().unwrap()[0].peak_bytes;
+    assert_eq!(peak, key.device_bytes() + 3 * plan, "three partitions were never in flight at once");
+    assert_nothing_held(&prover);
+    // The negative twin: one byte less, and only two partitions fit beside the key at once.
+    let smaller = prover_with_device_bytes(key.device_bytes() + 3 * plan - 1);
+    let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
+    smaller.prove(request).expect("two at a time still proves");
+    assert!(smaller.budget_reports().unwrap()[0].peak_bytes < key.device_bytes() + 3 * plan);
+}

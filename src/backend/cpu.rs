@@ -122,18 +122,43 @@ impl Device for CpuDevice {
     }
 
     fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>> {
-        Ok(Arc::new(CpuStream { queue: HostQueue::start(self.ordinal, name, timeline)? }))
+        let scratch =
+            Scratch { ordinal: self.ordinal, capacity_bytes: self.capacity_bytes, allocated: self.allocated.clone() };
+        Ok(Arc::new(CpuStream { queue: HostQueue::start(self.ordinal, name, timeline)?, scratch }))
     }
 
     fn workspace_bytes(&self, log_n: u32, _max_msm_len: usize) -> u64 {
-        // Twiddle factors for the domain; the CPU's MSM needs no device scratch.
+        // Twiddle factors for the domain, which the quotient allocates while it runs (as the
+        // CUDA kernels allocate theirs); the CPU's MSM needs no device scratch.
         scalar_bytes(1usize << log_n)
+    }
+}
+
+/// Device memory a modelled kernel allocates for itself while it runs, as the CUDA kernels
+/// do: from the same capacity as the buffers, so scratch the budget did not plan for runs
+/// the model out of memory just as it would a GPU.
+#[derive(Clone)]
+struct Scratch {
+    ordinal: usize,
+    capacity_bytes: u64,
+    allocated: Arc<AtomicU64>,
+}
+
+impl Scratch {
+    fn take(&self, bytes: u64) -> Result<CountedBytes> {
+        self.allocated
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                used.checked_add(bytes).filter(|&total| total <= self.capacity_bytes)
+            })
+            .map_err(|_| Error::OutOfMemory { device: self.ordinal, requested_bytes: bytes })?;
+        Ok(CountedBytes::already_counted(&self.allocated, bytes))
     }
 }
 
 /// A modelled stream: a thread that runs its queued work in order.
 struct CpuStream {
     queue: HostQueue,
+    scratch: Scratch,
 }
 
 impl CpuStream {
@@ -268,8 +293,10 @@ impl DeviceStream for CpuStream {
 
     fn quotient(&self, a: &DeviceBuffer, b: &DeviceBuffer, c: &DeviceBuffer, log_n: u32, tag: &WorkTag) -> Result<()> {
         let (a, b, c) = (a.clone(), b.clone(), c.clone());
+        let scratch = self.scratch.clone();
         self.enqueue_work(tag, move || {
             let n = 1usize << log_n;
+            let _twiddles = scratch.take(scalar_bytes(n))?;
             let mut evaluations = [take_scalars(&a, "a")?, take_scalars(&b, "b")?, take_scalars(&c, "c")?];
             for values in evaluations.iter_mut() {
                 if values.len() > n {
