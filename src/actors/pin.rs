@@ -3,8 +3,9 @@
 //!
 //! The a, b, c evaluations and the aux assignment are either copied into reusable pinned
 //! buffers from the pool ([`StagingMode::Copy`], the default) or registered where they are
-//! ([`StagingMode::InPlace`]: no host copy). The A and B queries' scalars are never copied: the pin stage
-//! packs their densities, and the device picks them out of the aux assignment it receives.
+//! ([`StagingMode::InPlace`]: no host copy). The A and B queries' scalars are never copied:
+//! the pin stage packs their densities, and the device picks them out of the aux assignment
+//! it receives.
 
 use std::sync::Arc;
 
