@@ -8,6 +8,7 @@
 #   s26    the same at 2^26 (P26 partitions, default 12, IN26 in flight, default 3)
 #   s27    issue 4's 2^27 partition: bits witness, random key resident, two workers, one GPU
 #   soak   issue 5's soak on the GPUs: 300 partitions of 2^10, a tenth of them faulted
+#   sweep  whole partitions at 2^20..2^25 on GPU 0 (SWEEP sizes), verified
 #   kernels the kernel bench with its floors, up to 2^26
 # STAGING (copy or in-place) picks the bench's staging; SCALING="" drops --scaling (one GPU). Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
@@ -48,11 +49,16 @@ for s in ${STEPS:-tests s24 s26}; do
          (staging=${STAGING27:-in-place}; bench s27 300 --devices 0 --keys random --witness bits --log-n 27 \
            --partitions "${P27:-2}" --workers 2 --in-flight "${IN27:-1}" --trace "$out/s27.trace.json") ;;
     soak) bench soak 120 --devices all --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7 ;;
+    sweep) # whole partitions at 2^20..2^25 on GPU 0, verified (SWEEP: the sizes)
+      for k in ${SWEEP:-20 21 22 23 25}; do
+        p=$(( k <= 22 ? 48 : (k <= 23 ? 24 : 12) ))
+        bench "p$k" 120 --devices 0 --keys setup --log-n "$k" --partitions "$p" --workers 2 --in-flight 3
+      done ;;
     kernels) SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" 150 .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
   esac
 done
 grep -E "test result|FAILED|SKIPPED|took" "$log"
-for f in "$out"/s2?.json "$out"/soak.json; do
+for f in "$out"/s2?.json "$out"/p2?.json "$out"/soak.json; do
   [ -s "$f" ] && python3 - "$f" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
