@@ -231,11 +231,12 @@ fn faulty_run(spec: &SyntheticSpec, key: &Arc<ProvingKey>, count: usize, rate: f
 }
 
 /// Runs faulty provers (every site rolling at 1.0/25) until `site` failed a partition, checks
-/// that run, and then that a fresh prover proves.
+/// that run, and then that a fresh prover proves. Up to 40 runs: a site late in the pipeline
+/// (the copy to the host) is reached only by the partitions no earlier fault stopped.
 fn site_fails_only_its_partition(site: Site) {
     let spec = spec(5, fresh_seed());
     let key = spec.proving_key().unwrap();
-    for attempt in 0..12 {
+    for attempt in 0..40 {
         let seed = fresh_seed();
         let run = faulty_run(&spec, &key, 24, 1.0, seed);
         let hits: Vec<_> = run.failures.iter().filter(|(_, s, _)| *s == site).collect();
@@ -247,13 +248,17 @@ fn site_fails_only_its_partition(site: Site) {
             hits.iter().map(|(_, _, stage)| *stage).collect::<Vec<_>>(),
             run.by_site
         );
-        if !hits.is_empty() {
+        // A failed upload of the shared key fails every partition sharing it (by design, see
+        // the test below); such a run cannot show this site's containment, so try again.
+        let copy_failures = run.failures.iter().filter(|(_, s, _)| *s == Site::CopyToDevice).count() as u64;
+        let shared_key_failed = copy_failures > run.by_site.get("CopyToDevice").copied().unwrap_or(0);
+        if !hits.is_empty() && !(run.proved == 0 && shared_key_failed) {
             assert!(run.proved > 0, "no partition survived: faults are not contained");
             fresh_prover_proves(&spec, &key);
             return;
         }
     }
-    panic!("no {site:?} fault failed a partition in 12 runs");
+    panic!("no {site:?} fault failed a partition in 40 runs");
 }
 
 // ---------------------------------------------------------------------------------------------
