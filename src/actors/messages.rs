@@ -96,14 +96,21 @@ pub struct WitnessVector {
     pub part: WitnessPart,
 }
 
+impl WitnessPart {
+    /// This vector of `witness`.
+    pub fn of(self, witness: &Witness) -> &[Scalar] {
+        match self {
+            WitnessPart::A => &witness.a,
+            WitnessPart::B => &witness.b,
+            WitnessPart::C => &witness.c,
+            WitnessPart::Aux => &witness.aux_assignment,
+        }
+    }
+}
+
 impl WitnessVector {
     pub fn values(&self) -> &[Scalar] {
-        match self.part {
-            WitnessPart::A => &self.witness.a,
-            WitnessPart::B => &self.witness.b,
-            WitnessPart::C => &self.witness.c,
-            WitnessPart::Aux => &self.witness.aux_assignment,
-        }
+        self.part.of(&self.witness)
     }
 }
 

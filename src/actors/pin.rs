@@ -43,17 +43,17 @@ impl StageLogic for Pinning {
         let pipeline = job.pipeline.clone();
         let witness = &job.witness;
         let stage = |part: WitnessPart| -> Result<StagedVector> {
-            let vector = Arc::new(WitnessVector { witness: witness.clone(), part });
+            let values = part.of(witness);
             match pipeline.staging {
+                StagingMode::Copy => Ok(StagedVector::Pooled(pipeline.pool.stage(values)?)),
                 StagingMode::InPlace => {
-                    let values = vector.values();
                     let lease = match values.is_empty() {
                         true => None,
                         false => Some(pipeline.pool.registry().pin(HostRange::of(values))?),
                     };
+                    let vector = Arc::new(WitnessVector { witness: witness.clone(), part });
                     Ok(StagedVector::InPlace { vector, _lease: lease })
                 }
-                StagingMode::Copy => Ok(StagedVector::Pooled(pipeline.pool.stage(vector.values())?)),
             }
         };
         let pool = &pipeline.pool;

@@ -249,14 +249,10 @@ impl DeviceStream for CpuStream {
             let source = memory_of(&src)?.contents.lock();
             let Contents::Scalars(values) = &*source else { return Err(not_holding(&src, "scalars")) };
             let mut target = memory_of(&dst)?.contents.lock();
-            let out = match &mut *target {
-                Contents::Scalars(out) => out,
-                other => {
-                    *other = Contents::Scalars(Vec::new());
-                    let Contents::Scalars(out) = other else { unreachable!("set just above") };
-                    out
-                }
-            };
+            if !matches!(*target, Contents::Scalars(_)) {
+                *target = Contents::Scalars(Vec::new());
+            }
+            let Contents::Scalars(out) = &mut *target else { unreachable!("set just above") };
             // Device memory past what was written reads as zeros, as after an upload.
             out.resize(out.len().max(end), Scalar::from(0u64));
             selection.select_into(values, &mut out[dst_start..end])

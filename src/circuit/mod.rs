@@ -73,12 +73,6 @@ impl Density {
         }
     }
 
-    /// `values[i]` for every used variable `i`, in order.
-    /// [`Density::select`] in parallel, in the same order (partitions have millions of variables).
-    pub fn par_select<'a>(&'a self, values: &'a [Scalar]) -> impl ParallelIterator<Item = Scalar> + 'a {
-        self.bits.par_iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value)
-    }
-
     /// Appends [`Density::select`]'s values to `out`, in parallel and in place: each chunk's
     /// used variables are counted first, so every chunk writes straight to its own slice of
     /// `out`. Staging into pinned memory this way writes each value once, where collecting a
@@ -107,6 +101,7 @@ impl Density {
         );
     }
 
+    /// `values[i]` for every used variable `i`, in order.
     pub fn select<'a>(&'a self, values: &'a [Scalar]) -> impl Iterator<Item = Scalar> + 'a {
         self.bits.iter().zip(values).filter(|(&bit, _)| bit).map(|(_, value)| *value)
     }

@@ -117,11 +117,6 @@ impl PinnedRegistry {
     pub fn pinned_ranges(&self) -> usize {
         self.mine.lock().len()
     }
-
-    /// The process-wide table this registry pins through.
-    pub fn table(&self) -> &Arc<HostPinTable> {
-        &self.table
-    }
 }
 
 /// One user's hold on a pinned range; the range is unpinned when the last lease drops.
