@@ -165,6 +165,19 @@ fn main() {
                 format!("{floor:.1} ms"),
                 if bits { "–" } else { sppark_msm(log_n) }.into(),
             );
+            if n > snarkpipe::backend::cuda::MSM_PASS_POINTS && !bits {
+                // The same MSM in one pass, to show what the bounded scratch of passes costs.
+                let one_pass = MsmOptions { pass_points: Some(n), ..opts };
+                let ms = time_ms(3, || {
+                    s.msm_g1(&g1_bases, &ds, n, one_pass).unwrap();
+                });
+                row(
+                    format!("G1 MSM 2^{log_n} {profile}, one pass"),
+                    format!("{ms:.1} ms"),
+                    format!("{floor:.1} ms"),
+                    "–".into(),
+                );
+            }
             if log_n == 20 && !bits {
                 let t = Instant::now();
                 let cpu = G1Projective::multi_exp(&g1_all[..n].iter().map(G1Projective::from).collect::<Vec<_>>(), &sc);

@@ -45,16 +45,17 @@ for s in ${STEPS:-tests s24 s26}; do
     s26) bench s26 400 --devices all ${SCALING---scaling} --keys setup --log-n 26 --partitions "${P26:-12}" \
            --in-flight "${IN26:-3}" --trace "$out/s26.trace.json" ;;
     s27) # In place by default: a 2^27 key (64 GB) and its witnesses (19 GB each) leave no room for
-         # pooled copies on a 128 GB host.
+         # pooled copies on a 128 GB host; two witnesses (W27) shared by the stream.
          (staging=${STAGING27:-in-place}; bench s27 300 --devices 0 --keys random --witness bits --log-n 27 \
-           --partitions "${P27:-2}" --workers 2 --in-flight "${IN27:-1}" --trace "$out/s27.trace.json") ;;
+           --partitions "${P27:-6}" --workers 2 --in-flight "${IN27:-2}" --witnesses "${W27:-2}" \
+           --trace "$out/s27.trace.json") ;;
     soak) bench soak 120 --devices all --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7 ;;
     sweep) # whole partitions at 2^20..2^25 on GPU 0, verified (SWEEP: the sizes)
       for k in ${SWEEP:-20 21 22 23 25}; do
         p=$(( k <= 22 ? 48 : (k <= 23 ? 24 : 12) ))
         bench "p$k" 120 --devices 0 --keys setup --log-n "$k" --partitions "$p" --workers 2 --in-flight 3
       done ;;
-    kernels) SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" 150 .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
+    kernels) SNARKPIPE_MSM_PHASES=${PHASES:-0} SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" 150 .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
   esac
 done
 grep -E "test result|FAILED|SKIPPED|took" "$log"

@@ -81,6 +81,11 @@ pub struct BenchArgs {
     /// pinned buffers (copy) or registered where they are (in-place).
     #[arg(long, value_enum, default_value = "copy")]
     pub staging: StagingMode,
+    /// Distinct witnesses the stream cycles through (default: enough that no two partitions
+    /// in flight share one). Fewer save host memory at large sizes: partitions in flight that
+    /// share a witness share its page-locked ranges too.
+    #[arg(long)]
+    pub witnesses: Option<usize>,
 }
 
 /// The host's own rates for the two ways of staging, measured in the same run on one
@@ -206,7 +211,8 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         DeviceSelection::Only(list) => list.len(),
         DeviceSelection::All => crate::backend::cuda::device_count().max(args.cpu_devices),
     };
-    let distinct = args.partitions.min((args.in_flight + 2) * most_devices.max(1));
+    let distinct =
+        args.witnesses.unwrap_or((args.in_flight + 2) * most_devices.max(1)).clamp(1, args.partitions.max(1));
     tracing::info!(distinct, "generating witnesses");
     let witnesses = (0..distinct).into_par_iter().map(|i| spec.witness(i).map(Arc::new)).collect::<Result<Vec<_>>>()?;
 

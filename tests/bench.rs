@@ -59,3 +59,13 @@ fn scaling_runs_the_stream_on_one_device_too_and_compares() {
     // Without the flag there is no comparison.
     assert!(bench("--partitions 2").scaling.is_none());
 }
+
+#[test]
+fn one_witness_shared_by_every_partition_in_flight_proves_them_all_in_place() {
+    // --witnesses 1: all partitions in flight, on two modelled devices, page-lock the same
+    // host ranges at once; each is still its own proof (own r, s) and must verify.
+    let report = bench("--partitions 6 --cpu-devices 2 --in-flight 3 --witnesses 1 --staging in-place");
+    assert_eq!((report.verified, report.failed), (6, 0), "{:?}", report.errors);
+    assert_eq!((report.budget.leaked_bytes, report.pinned.leaked_bytes), (0, 0));
+    assert!(report.budget.back_to_capacity);
+}

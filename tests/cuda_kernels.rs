@@ -77,6 +77,7 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_msm_g1(&s, &mut rng);
     check_msm_g1_edges(&s, &mut rng);
     check_msm_g2(&s, &mut rng);
+    check_msm_passes(&s, &mut rng);
     check_select(&s, &mut rng);
     check_errors(&s);
     ctx.clear_caches();
@@ -165,7 +166,7 @@ fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let want = snarkpipe::math::msm::msm_g1(&bases[..n], &scalars[..n]);
     for c in 2..=20 {
         let (got, _) =
-            msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { window_bits: Some(c), ones_fast_path: false });
+            msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { window_bits: Some(c), ..Default::default() });
         assert_eq!(got, want, "G1 MSM with {c}-bit windows");
     }
     // negative twin
@@ -259,6 +260,47 @@ fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
         assert_eq!(got, snarkpipe::math::msm::msm_g2(&bases[..1000], &scalars[..1000]), "G2 MSM edges fast={fast}");
     }
     println!("G2 MSM 1..2^18 and edge cases: equal to blstrs");
+}
+
+/// An MSM longer than a pass runs in passes into shared buckets (later passes add to what is
+/// there): many passes over few points, on G1 and G2, random, bits and edge-case scalars,
+/// passes that end inside a bucket's run, a first pass with nothing but zeros (so the buckets
+/// start at a later pass), against blstrs; and a twin whose last pass differs must differ.
+fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    let n = 100_003;
+    let bases = random_points::<G1Projective>(n, rng);
+    let bases2 = random_points::<G2Projective>(n, rng);
+    let mut scalars: Vec<Scalar> = (0..n)
+        .map(|i| match (i % 10, rng.next_u32() % 4) {
+            (0, _) => Scalar::ZERO,
+            (1, _) => Scalar::ONE,
+            (2, _) => -Scalar::ONE,
+            (_, 0) => Scalar::ONE,
+            _ => Scalar::random(&mut *rng),
+        })
+        .collect();
+    scalars[..20_000].iter_mut().for_each(|x| *x = Scalar::ZERO);
+    let want = snarkpipe::math::msm::msm_g1(&bases, &scalars);
+    for (pass, window) in [(20_000, None), (7_919, None), (33_334, Some(11)), (1 << 16, None), (n - 1, Some(20))] {
+        for fast in [false, true] {
+            let opts = MsmOptions { window_bits: window, ones_fast_path: fast, pass_points: Some(pass) };
+            let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
+            assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");
+        }
+    }
+    let mut twin = scalars.clone();
+    twin[n - 2] += Scalar::ONE;
+    let opts = MsmOptions { pass_points: Some(7_919), ..Default::default() };
+    assert_ne!(msm_g1_both(s, &bases, &twin, opts).0, want, "a changed scalar in the last pass must show");
+
+    let m = 30_011;
+    let (db, ds) = (s.upload(&bases2[..m]).unwrap(), s.upload(&scalars[n - m..]).unwrap());
+    let want2 = snarkpipe::math::msm::msm_g2(&bases2[..m], &scalars[n - m..]);
+    for fast in [false, true] {
+        let opts = MsmOptions { ones_fast_path: fast, pass_points: Some(4_099), ..Default::default() };
+        assert_eq!(s.msm_g2(&db, &ds, m, opts).unwrap(), want2, "G2 MSM in passes of 4099 (fast path {fast})");
+    }
+    println!("MSM in passes (G1, G2; random, bits, edges, a first pass of zeros): equal to blstrs");
 }
 
 /// The device's query selection against the host's, at fresh densities and sizes that are

@@ -17,6 +17,9 @@
 //  6. msm_gX_window_segments + msm_gX_reduce: per window, Σ b·bucket_b with running sums over
 //     segments, then tree reductions; msm_gX_to_jacobian converts the window sums (and the 0/1
 //     batch sum), which go to the host, which combines them (ΣW 2^(c·w) S_w) with blstrs.
+// An MSM longer than a pass (src/backend/cuda/msm.rs, MSM_PASS_POINTS) runs steps 1-5 once per
+// pass of points into the same buckets (`accumulate`), then step 6 once: its scratch is bounded
+// by the pass, not the MSM.
 // Launch geometry and the choice of c are in src/backend/cuda/msm.rs.
 #include "../ec/xyzz.cuh"
 
@@ -161,12 +164,16 @@ __device__ __forceinline__ u32 bucket_of_entry(const u32* ends, u32 nb, u32 e) {
 // Thread t sums entries [t·chunk, (t+1)·chunk) (sorted by bucket) bucket by bucket. A bucket whose
 // first entry lies in this chunk is written to buckets[key] (complete unless it runs past the
 // chunk end); the partial sum of a bucket begun in an earlier chunk (only the chunk's first
-// bucket can be one) goes to spills[t]. buckets must be zero (infinity) beforehand: empty
-// buckets are never written.
+// bucket can be one) goes to spills[t]. buckets must be zero (infinity) before the first pass:
+// empty buckets are never written. With `accumulate` (a later pass over more points into the
+// same buckets) the owner adds its sum to the bucket instead of overwriting it; each bucket has
+// one owner, so no two threads touch it.
 template <class F>
 __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u32* entries, const u32* ends, u32 nb,
-                                              u32 total, u32 chunk, xyzz_t<F>* buckets, xyzz_t<F>* spills) {
+                                              u32 total, u32 chunk, u32 accumulate, xyzz_t<F>* buckets,
+                                              xyzz_t<F>* spills) {
     const u32 chunks = (total + chunk - 1) / chunk;
+    auto own = [&](u32 key, const xyzz_t<F>& sum) { buckets[key] = accumulate ? buckets[key].add(sum) : sum; };
     GRID_STRIDE(t, chunks) {
         const u32 lo = t * chunk, hi = min(lo + chunk, total);
         u32 key = bucket_of_entry(ends, nb, lo);
@@ -176,7 +183,7 @@ __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u3
         for (u32 e = lo + 1; e < hi; e++) {
             const affine_t<F> p = load_entry(bases, entries[e]);
             if (e == end) {
-                if (owner) buckets[key] = acc; else spills[t] = acc;
+                if (owner) own(key, acc); else spills[t] = acc;
                 owner = true;
                 do { end = ends[++key]; } while (end == e);  // skip empty buckets
                 acc = xyzz_t<F>::from_affine(p);
@@ -184,7 +191,7 @@ __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u3
                 acc = acc.add_affine(p);
             }
         }
-        if (owner) buckets[key] = acc; else spills[t] = acc;
+        if (owner) own(key, acc); else spills[t] = acc;
     }
 }
 
@@ -262,9 +269,9 @@ __device__ __forceinline__ void sum_points(const affine_t<F>* bases, const u32* 
 
 #define MSM_CURVE(G, F)                                                                                          \
     extern "C" __global__ void msm_##G##_buckets(const affine_t<F>* bases, const u32* entries, const u32* ends,   \
-                                                 u32 nb, u32 total, u32 chunk, xyzz_t<F>* buckets,                \
-                                                 xyzz_t<F>* spills) {                                             \
-        bucket_chunks<F>(bases, entries, ends, nb, total, chunk, buckets, spills);                                \
+                                                 u32 nb, u32 total, u32 chunk, u32 accumulate,                    \
+                                                 xyzz_t<F>* buckets, xyzz_t<F>* spills) {                         \
+        bucket_chunks<F>(bases, entries, ends, nb, total, chunk, accumulate, buckets, spills);                    \
     }                                                                                                             \
     extern "C" __global__ void msm_##G##_bucket_fixup(const u32* ends, u32 nb, u32 chunk, xyzz_t<F>* buckets,     \
                                                       const xyzz_t<F>* spills) {                                  \

@@ -16,7 +16,7 @@ use blstrs::{G1Affine, G2Affine, Scalar};
 use parking_lot::Mutex;
 
 use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, PinnedRange};
-use super::msm::{window_bits_for, MsmOptions};
+use super::msm::{msm_scratch_bytes, MsmOptions};
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
     scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
@@ -154,18 +154,10 @@ impl Device for CudaDevice {
     }
 
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
-        // The NTT's twiddles, and the MSM's scratch for the largest MSM: canonical scalars,
-        // the 0/1 index list, one bucket entry per point and window, the buckets themselves
-        // (G2-sized, the larger of the two), and the chunk spills of the bucket phase (one G2
-        // XYZZ point of 384 bytes per chunk of at least 64 entries, or at most 2^19 chunks
-        // below that; msm.rs chunk_for). The kernels allocate these themselves; the budget
-        // accounts for them here.
-        let n = max_msm_len as u64;
-        let c = window_bits_for(max_msm_len.max(2)) as u64;
-        let windows = 256u64.div_ceil(c);
-        let buckets = windows * (1u64 << c);
-        let spills = n * windows * 6 + (192 << 20);
-        scalar_bytes(1usize << log_n) / 2 + n * (32 + 4 + 4 * windows) + buckets * (8 + 288) + spills + (64 << 20)
+        // The NTT's twiddles, and the scratch of the largest MSM, bounded by one pass of its
+        // points (msm.rs). The kernels allocate these themselves; the budget accounts for them
+        // here.
+        scalar_bytes(1usize << log_n) / 2 + msm_scratch_bytes(max_msm_len) + (64 << 20)
     }
 }
 
@@ -313,7 +305,7 @@ impl DeviceStream for CudaStream {
     ) -> Result<()> {
         let (bases, scalars, results) = (bases.clone(), scalars.clone(), results.clone());
         self.enqueue(tag, move |stream| {
-            let opts = MsmOptions { window_bits: None, ones_fast_path: true };
+            let opts = MsmOptions { ones_fast_path: true, ..MsmOptions::default() };
             let out = memory_of(&results)?;
             let len = terms.len();
             with_buffer::<Scalar, _>(&scalars, |all_scalars| {

@@ -30,6 +30,12 @@ fn log_segments_for(windows: usize, log_buckets: u32) -> u32 {
     17u32.saturating_sub(lw).min(log_buckets.saturating_sub(4))
 }
 
+/// The most points one pass of an MSM sorts and adds at once. A longer MSM runs in passes
+/// into the same buckets and reduces them once, so its scratch is bounded by a pass (about
+/// 166 bytes per point at c = 20, plus the buckets) whatever its length: at 2^27 this is what
+/// lets two partitions fit beside a resident key on one H200.
+pub const MSM_PASS_POINTS: usize = 1 << 25;
+
 /// How an MSM runs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MsmOptions {
@@ -38,6 +44,23 @@ pub struct MsmOptions {
     /// Adds the points whose scalar is 1 in a plain batch sum and runs Pippenger over the
     /// rest (zeros are always skipped). Pays off when most scalars are bits.
     pub ones_fast_path: bool,
+    /// Points per pass; `None` means [`MSM_PASS_POINTS`]. Tests set it small to run many
+    /// passes over few points.
+    pub pass_points: Option<usize>,
+}
+
+/// The scratch one MSM of `len` points allocates on the device at most, in bytes: per point
+/// of a pass, its canonical scalar, a 0/1 index, one bucket entry per window and the chunk
+/// spills (6 bytes per entry at 64 entries a chunk, G2-sized, or at most 2^19 chunks of
+/// 384 bytes below that: `chunk_for`); then the buckets and their counts (G2-sized, the
+/// larger curve), and 128 MiB for the window reduction's partial sums and the 0/1 batch sum.
+pub fn msm_scratch_bytes(len: usize) -> u64 {
+    let pass = len.min(MSM_PASS_POINTS) as u64;
+    let c = window_bits_for(len.max(2)) as u64;
+    let windows = 256u64.div_ceil(c);
+    let buckets = windows << (c - 1);
+    let spills = (6 * windows * pass).max(384 << 19);
+    pass * (32 + 4 + 4 * windows) + spills + buckets * (4 + 4 * 96) + (128 << 20)
 }
 
 /// The window size minimising ⌈256/c⌉·n mixed additions plus the reduction (about three
@@ -172,7 +195,10 @@ impl GpuStream {
         self.msm::<G2>(bases, scalars, len, opts)
     }
 
-    /// The MSM for any curve of [`MsmCurve`].
+    /// The MSM for any curve of [`MsmCurve`], in passes of at most
+    /// [`MsmOptions::pass_points`] points: each pass converts its scalars, sums the points whose
+    /// scalar is 1, and sorts and adds the rest into buckets shared by all passes; the windows
+    /// are reduced once at the end.
     pub fn msm<C: MsmCurve>(
         &self,
         bases: &GpuBuffer<C::Affine>,
@@ -190,41 +216,56 @@ impl GpuStream {
         if len == 0 {
             return Ok(C::Projective::identity());
         }
-        let p = |b: &dyn PtrOf| KernelArg::Ptr(b.ptr_on(self));
-        let canon = self.alloc::<Scalar>(len)?;
-        // counts[0]: scalars left nonzero; counts[1]: length of ones_list (the 0/1 fast path)
-        let ones_list = self.alloc::<u32>(len)?;
+        let pass_len = opts.pass_points.unwrap_or(MSM_PASS_POINTS).clamp(1, len);
+        let passes = len.div_ceil(pass_len);
+        let canon = self.alloc::<Scalar>(pass_len)?;
+        let ones_list = self.alloc::<u32>(pass_len)?;
         let mut counts = self.alloc_zeroed::<u32>(2)?;
-        self.fill_u32(&mut counts, 0)?;
-        self.launch(
-            "msm_prepare_scalars",
-            grid(len, THREADS),
-            THREADS,
-            &[
-                p(scalars),
-                p(&canon),
-                p(&ones_list),
-                KernelArg::U32(len as u32),
-                KernelArg::U32(opts.ones_fast_path as u32),
-                p(&counts),
-            ],
-        )?;
-        let counts = self.download(&counts)?;
-        let (rest, ones) = (counts[0] as usize, counts[1] as usize);
         let mut timer = PhaseTimer::new(self);
-
         let mut total = C::Projective::identity();
-        if ones > 0 {
-            total += self.sum_points::<C>(bases, &ones_list, ones)?;
-            timer.mark(self, "ones");
+        let mut buckets: Option<Buckets> = None;
+        for start in (0..len).step_by(pass_len) {
+            let n = pass_len.min(len - start);
+            let pass_bases = bases.ptr(self) + (start * std::mem::size_of::<C::Affine>()) as u64;
+            let pass_scalars = scalars.ptr(self) + (start * std::mem::size_of::<Scalar>()) as u64;
+            // counts[0]: scalars left nonzero; counts[1]: length of ones_list (the 0/1 fast path)
+            self.fill_u32(&mut counts, 0)?;
+            self.launch(
+                "msm_prepare_scalars",
+                grid(n, THREADS),
+                THREADS,
+                &[
+                    KernelArg::Ptr(pass_scalars),
+                    KernelArg::Ptr(canon.ptr(self)),
+                    KernelArg::Ptr(ones_list.ptr(self)),
+                    KernelArg::U32(n as u32),
+                    KernelArg::U32(opts.ones_fast_path as u32),
+                    KernelArg::Ptr(counts.ptr(self)),
+                ],
+            )?;
+            let pass_counts = self.download(&counts)?;
+            let (rest, ones) = (pass_counts[0] as usize, pass_counts[1] as usize);
+            if ones > 0 {
+                total += self.sum_points::<C>(pass_bases, &ones_list, ones)?;
+                timer.mark(self, "ones");
+            }
+            if rest > 0 {
+                if buckets.is_none() {
+                    // The window for the whole MSM's nonzero scalars, estimated from this pass.
+                    let expected_rest = (rest as u128 * len as u128 / n as u128) as usize;
+                    let c = opts.window_bits.unwrap_or_else(|| window_bits_for(expected_rest)).clamp(2, 20);
+                    buckets = Some(Buckets::zeroed::<C>(self, c)?);
+                }
+                let shared = buckets.as_mut().expect("allocated above");
+                self.add_to_buckets::<C>(pass_bases, &canon, n, rest, shared, &mut timer)?;
+            }
         }
-        if rest > 0 {
-            let c = opts.window_bits.unwrap_or_else(|| window_bits_for(rest)).clamp(2, 20);
-            let windows = 256usize.div_ceil(c as usize);
+        if let Some(buckets) = buckets {
+            let c = buckets.c;
+            let sums = self.window_sums::<C>(buckets, &mut timer)?;
+            timer.report(self, format!("n={len} passes={passes} c={c}"));
             // Horner over the windows, highest first: acc ← acc·2^c + S_w.
             let mut acc = C::Projective::identity();
-            let sums = self.window_sums::<C>(bases, &canon, len, rest, c, windows, &mut timer)?;
-            timer.report(self, format!("n={len} rest={rest} c={c}"));
             for s in sums.iter().rev() {
                 for _ in 0..c {
                     acc = acc.double();
@@ -237,12 +278,7 @@ impl GpuStream {
     }
 
     /// Σ bases[list[k]] over k < count: equal runs of the list per thread, then a tree.
-    fn sum_points<C: MsmCurve>(
-        &self,
-        bases: &GpuBuffer<C::Affine>,
-        list: &GpuBuffer<u32>,
-        count: usize,
-    ) -> Result<C::Projective> {
+    fn sum_points<C: MsmCurve>(&self, bases: u64, list: &GpuBuffer<u32>, count: usize) -> Result<C::Projective> {
         let per = count.div_ceil(1 << 16).max(8);
         let threads = count.div_ceil(per).next_power_of_two();
         let partials = self.alloc::<u32>(threads * C::XYZZ_WORDS)?;
@@ -251,7 +287,7 @@ impl GpuStream {
             grid(threads, CURVE_THREADS),
             CURVE_THREADS,
             &[
-                KernelArg::Ptr(bases.ptr(self)),
+                KernelArg::Ptr(bases),
                 KernelArg::Ptr(list.ptr(self)),
                 KernelArg::U32(count as u32),
                 KernelArg::U32(per as u32),
@@ -294,29 +330,28 @@ impl GpuStream {
         self.download(&jacobian)
     }
 
-    /// Σ_b b·bucket_b for each window, lowest window first.
-    #[allow(clippy::too_many_arguments)]
-    fn window_sums<C: MsmCurve>(
+    /// Sorts the signed digits of one pass's `n` canonical scalars (`rest` of them nonzero)
+    /// by bucket and adds their points into `buckets`.
+    fn add_to_buckets<C: MsmCurve>(
         &self,
-        bases: &GpuBuffer<C::Affine>,
+        bases: u64,
         canon: &GpuBuffer<Scalar>,
-        len: usize,
+        n: usize,
         rest: usize,
-        c: u32,
-        windows: usize,
+        buckets: &mut Buckets,
         timer: &mut PhaseTimer,
-    ) -> Result<Vec<C::Jacobian>> {
-        let buckets_per_window = 1usize << (c - 1);
-        let total = windows * buckets_per_window;
-        let (n, cu, wu) = (KernelArg::U32(len as u32), KernelArg::U32(c), KernelArg::U32(windows as u32));
+    ) -> Result<()> {
+        let (c, windows) = (buckets.c, buckets.windows);
+        let total = windows << (c - 1);
+        let (nu, cu, wu) = (KernelArg::U32(n as u32), KernelArg::U32(c), KernelArg::U32(windows as u32));
 
         let mut counts = self.alloc_zeroed::<u32>(total)?;
         self.fill_u32(&mut counts, 0)?;
         self.launch(
             "msm_digit_histogram",
-            grid(len, THREADS),
+            grid(n, THREADS),
             THREADS,
-            &[KernelArg::Ptr(canon.ptr(self)), n, cu, wu, KernelArg::Ptr(counts.ptr(self))],
+            &[KernelArg::Ptr(canon.ptr(self)), nu, cu, wu, KernelArg::Ptr(counts.ptr(self))],
         )?;
 
         // offsets = exclusive prefix sum of counts (in place)
@@ -355,11 +390,11 @@ impl GpuStream {
         let entries = self.alloc::<u32>(max_entries)?;
         self.launch(
             "msm_scatter",
-            grid(len, THREADS),
+            grid(n, THREADS),
             THREADS,
             &[
                 KernelArg::Ptr(canon.ptr(self)),
-                n,
+                nu,
                 cu,
                 wu,
                 KernelArg::Ptr(counts.ptr(self)),
@@ -369,33 +404,38 @@ impl GpuStream {
         let total_entries = self.download(&grand_total)?[0] as usize;
 
         timer.mark(self, "scatter");
+        if total_entries == 0 {
+            return Ok(());
+        }
         let chunk = chunk_for(total_entries);
         let chunks = total_entries.div_ceil(chunk as usize);
-        // Zero bytes are the XYZZ identity: buckets without entries are never written.
-        let buckets = self.alloc_zeroed::<u32>(total * C::XYZZ_WORDS)?;
-        let spills = self.alloc::<u32>(chunks.max(1) * C::XYZZ_WORDS)?;
-        if total_entries > 0 {
-            let (ends, nb) = (KernelArg::Ptr(counts.ptr(self)), KernelArg::U32(total as u32));
-            let (out, spill) = (KernelArg::Ptr(buckets.ptr(self)), KernelArg::Ptr(spills.ptr(self)));
-            let args = [
-                KernelArg::Ptr(bases.ptr(self)),
-                KernelArg::Ptr(entries.ptr(self)),
-                ends,
-                nb,
-                KernelArg::U32(total_entries as u32),
-                KernelArg::U32(chunk),
-                out,
-                spill,
-            ];
-            self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
-            timer.mark(self, "buckets");
-            // one thread per bucket
-            let args = [ends, nb, KernelArg::U32(chunk), out, spill];
-            self.launch(C::FIXUP, grid(total, CURVE_THREADS), CURVE_THREADS, &args)?;
-            timer.mark(self, "fixup");
-        }
-        drop((counts, entries, spills));
+        let spills = self.alloc::<u32>(chunks * C::XYZZ_WORDS)?;
+        let (ends, nb) = (KernelArg::Ptr(counts.ptr(self)), KernelArg::U32(total as u32));
+        let (out, spill) = (KernelArg::Ptr(buckets.points.ptr(self)), KernelArg::Ptr(spills.ptr(self)));
+        let args = [
+            KernelArg::Ptr(bases),
+            KernelArg::Ptr(entries.ptr(self)),
+            ends,
+            nb,
+            KernelArg::U32(total_entries as u32),
+            KernelArg::U32(chunk),
+            KernelArg::U32(buckets.filled as u32),
+            out,
+            spill,
+        ];
+        self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
+        timer.mark(self, "buckets");
+        // one thread per bucket
+        let args = [ends, nb, KernelArg::U32(chunk), out, spill];
+        self.launch(C::FIXUP, grid(total, CURVE_THREADS), CURVE_THREADS, &args)?;
+        timer.mark(self, "fixup");
+        buckets.filled = true;
+        Ok(())
+    }
 
+    /// Σ_b b·bucket_b for each window, lowest window first.
+    fn window_sums<C: MsmCurve>(&self, buckets: Buckets, timer: &mut PhaseTimer) -> Result<Vec<C::Jacobian>> {
+        let (c, windows) = (buckets.c, buckets.windows);
         let log_buckets = c - 1;
         let log_segs = log_segments_for(windows, log_buckets);
         let segs = 1usize << log_segs;
@@ -405,13 +445,14 @@ impl GpuStream {
             grid(windows * segs, CURVE_THREADS),
             CURVE_THREADS,
             &[
-                KernelArg::Ptr(buckets.ptr(self)),
+                KernelArg::Ptr(buckets.points.ptr(self)),
                 KernelArg::U32(log_buckets),
                 KernelArg::U32(log_segs),
-                wu,
+                KernelArg::U32(windows as u32),
                 KernelArg::Ptr(partials.ptr(self)),
             ],
         )?;
+        drop(buckets);
         timer.mark(self, "segments");
         let sums = self.reduce_groups::<C>(partials, windows, segs)?;
         timer.mark(self, "reduce");
@@ -419,12 +460,20 @@ impl GpuStream {
     }
 }
 
-/// A buffer's device address on a stream, whatever its element type.
-trait PtrOf {
-    fn ptr_on(&self, stream: &GpuStream) -> u64;
+/// The buckets of one MSM, shared by its passes: 2^(c-1) XYZZ points per window.
+struct Buckets {
+    c: u32,
+    windows: usize,
+    points: GpuBuffer<u32>,
+    /// Whether a pass has added to them (later passes add to what is there).
+    filled: bool,
 }
-impl<T: DeviceElement> PtrOf for GpuBuffer<T> {
-    fn ptr_on(&self, stream: &GpuStream) -> u64 {
-        self.ptr(stream)
+
+impl Buckets {
+    fn zeroed<C: MsmCurve>(stream: &GpuStream, c: u32) -> Result<Buckets> {
+        let windows = 256usize.div_ceil(c as usize);
+        // Zero bytes are the XYZZ identity: buckets without entries are never written.
+        let points = stream.alloc_zeroed::<u32>((windows << (c - 1)) * C::XYZZ_WORDS)?;
+        Ok(Buckets { c, windows, points, filled: false })
     }
 }
