@@ -326,9 +326,9 @@ static jacobian_t<F> msm_new(const affine_t<F>* bases, const fr_t* scalars, u32 
         CK(cudaMemsetAsync(buckets, 0, nb * sizeof(xyzz_t<F>), 0));
         xyzz_t<F>* spills = dalloc<xyzz_t<F>>(chunks);
         if (total_entries) {
-            C::buckets<<<grid_for(chunks, CURVE_THREADS), CURVE_THREADS>>>(bases, entries, counts, (u32)nb, total_entries, chunk, 0u, buckets, spills); CKL();
+            C::buckets<<<grid_for(chunks, CURVE_THREADS), CURVE_THREADS>>>(bases, entries, counts, (u32)nb, total_entries, chunk, buckets, spills); CKL();
             P.mark("buckets");
-            C::fixup<<<grid_for(nb, CURVE_THREADS), CURVE_THREADS>>>(counts, (u32)nb, chunk, buckets, spills); CKL();
+            C::fixup<<<grid_for(nb, CURVE_THREADS), CURVE_THREADS>>>(counts, (u32)nb, chunk, 0u, buckets, buckets, spills); CKL();
             P.mark("fixup");
         }
         u32 log_buckets = c - 1, log_segs = log_segments_for(windows, log_buckets);

@@ -73,6 +73,7 @@ impl StageLogic for Admission {
             tracing::debug!(plan_bytes = plan, chunk, "the key streams: waiting for the partition's grant");
             job.key_chunk_points = Some(chunk);
             job.grant = Some(pipeline.budget.request(bytes)?.wait_unless(&cancelled).ok_or(Error::Cancelled)?);
+            job.admission = Some(pipeline.line.admit());
             return Ok(());
         }
         let resident = match resident {
@@ -86,6 +87,7 @@ impl StageLogic for Admission {
         job.resident_key = Some(resident);
         tracing::debug!(plan_bytes = plan, key_bytes, "waiting for the partition's grant");
         job.grant = Some(pipeline.budget.request(plan)?.wait_unless(&cancelled).ok_or(Error::Cancelled)?);
+        job.admission = Some(pipeline.line.admit());
         Ok(())
     }
 }

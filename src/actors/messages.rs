@@ -11,7 +11,9 @@ use blstrs::{Bls12, Scalar};
 use super::budget::Grant;
 use super::pipeline::{DevicePipeline, ResidentKey};
 use crate::backend::faults::FaultInjector;
-use crate::backend::{DeviceBuffer, DeviceStream, FailureSlot, HostScalars, PendingResults, StageEvent, WorkTag};
+use crate::backend::{
+    AdmissionTicket, DeviceBuffer, DeviceStream, FailureSlot, HostScalars, PendingResults, StageEvent, WorkTag,
+};
 use crate::circuit::{PackedDensity, Witness};
 use crate::error::{Error, Result};
 use crate::memory::{PinLease, PinnedScalars};
@@ -169,6 +171,8 @@ pub struct PartitionJob {
     /// The key's host vectors, page-locked while a streamed key's chunks are copied.
     pub key_pins: Vec<PinLease>,
     pub grant: Option<Grant>,
+    /// The partition's place among those in flight on its device (the oldest runs first).
+    pub admission: Option<AdmissionTicket>,
     pub streams_used: Vec<Arc<dyn DeviceStream>>,
     pub htod_done: Option<StageEvent>,
     pub ntt_done: Option<StageEvent>,
@@ -183,6 +187,7 @@ impl PartitionJob {
     pub fn tag(&self, stage: Stage) -> WorkTag {
         WorkTag::new(self.index, stage, &self.failure)
             .drawn_as(self.partition_id)
+            .ranked(self.admission.as_ref().map(AdmissionTicket::seniority).unwrap_or_default())
             .with("partition", self.partition_id)
             .with("request", self.request.id)
     }

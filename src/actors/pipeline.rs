@@ -20,7 +20,7 @@ use super::pin::{Pinning, StagingMode};
 use super::stage_actor::StageActor;
 use crate::backend::faults::FaultInjector;
 use crate::backend::{
-    g1_bytes, g2_bytes, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, StageEvent, WorkTag,
+    g1_bytes, g2_bytes, AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, StageEvent, WorkTag,
 };
 use crate::error::Result;
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
@@ -115,6 +115,8 @@ pub struct DevicePipeline {
     /// How partitions' large host vectors are page-locked.
     pub staging: StagingMode,
     next_worker: AtomicUsize,
+    /// The partitions admitted and in flight, oldest first (its work runs ahead on a GPU).
+    pub line: AdmissionLine,
     /// Partitions that failed on this device in a row (a device that keeps failing is avoided).
     consecutive_failures: AtomicUsize,
 }
@@ -162,6 +164,7 @@ impl DevicePipeline {
             max_in_flight: in_flight.max(1),
             staging,
             next_worker: AtomicUsize::new(0),
+            line: AdmissionLine::default(),
             consecutive_failures: AtomicUsize::new(0),
         });
         let stages = StageAddrs {

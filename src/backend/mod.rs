@@ -22,7 +22,10 @@ use std::sync::Arc;
 use blstrs::{G1Affine, G2Affine, Scalar};
 
 pub use event::StageEvent;
-pub use work::{FailureSlot, MsmResultSlots, MsmSlot, PendingResults, WorkTag, MSM_RESULTS_BYTES};
+pub use work::{
+    AdmissionLine, AdmissionTicket, FailureSlot, MsmResultSlots, MsmSlot, PendingResults, Seniority, WorkTag,
+    MSM_RESULTS_BYTES,
+};
 
 use crate::circuit::PackedDensity;
 use crate::error::Result;

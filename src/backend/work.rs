@@ -1,8 +1,11 @@
 //! What travels with each piece of device work: whose it is, and where its failure goes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use blstrs::{G1Projective, G2Projective};
@@ -58,6 +61,66 @@ impl fmt::Debug for FailureSlot {
     }
 }
 
+/// The partitions a device has admitted and not yet finished, in the order it admitted them.
+/// A GPU runs the oldest one's work ahead of the others' (on a high-priority stream), so that
+/// it finishes, and frees its memory for the next partition's upload, as early as it would
+/// alone; the younger partitions fill the gaps. Without this, partitions in flight share the
+/// GPU evenly, finish together, and the next ones' uploads find the GPU idle.
+#[derive(Default)]
+pub struct AdmissionLine {
+    waiting: Arc<Mutex<BTreeSet<u64>>>,
+    next: AtomicU64,
+}
+
+impl AdmissionLine {
+    /// Puts a partition at the back of the line; it leaves when the ticket is dropped.
+    pub fn admit(&self) -> AdmissionTicket {
+        let seq = self.next.fetch_add(1, Ordering::SeqCst);
+        self.waiting.lock().insert(seq);
+        AdmissionTicket { place: Seniority(Some((seq, self.waiting.clone()))) }
+    }
+}
+
+/// A partition's place in its device's [`AdmissionLine`], held while it is in flight.
+pub struct AdmissionTicket {
+    place: Seniority,
+}
+
+impl AdmissionTicket {
+    /// What the partition's work carries to ask whether it is the oldest.
+    pub fn seniority(&self) -> Seniority {
+        self.place.clone()
+    }
+}
+
+impl Drop for AdmissionTicket {
+    fn drop(&mut self) {
+        if let Some((seq, waiting)) = &self.place.0 {
+            waiting.lock().remove(seq);
+        }
+    }
+}
+
+/// Whether a piece of work belongs to the oldest partition in flight on its device, asked
+/// when the work starts (not when it is queued). Work without a place is never the oldest.
+#[derive(Clone, Default)]
+pub struct Seniority(Option<(u64, Arc<Mutex<BTreeSet<u64>>>)>);
+
+impl Seniority {
+    pub fn is_oldest(&self) -> bool {
+        self.0.as_ref().is_some_and(|(seq, waiting)| waiting.lock().first() == Some(seq))
+    }
+}
+
+impl fmt::Debug for Seniority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some((seq, _)) => write!(f, "Seniority(#{seq}, oldest: {})", self.is_oldest()),
+            None => write!(f, "Seniority(none)"),
+        }
+    }
+}
+
 /// Whose work this is: the partition, the stage, details for the timeline, the failure slot.
 #[derive(Clone, Debug)]
 pub struct WorkTag {
@@ -68,16 +131,30 @@ pub struct WorkTag {
     pub stage: Stage,
     pub args: BTreeMap<String, serde_json::Value>,
     pub failure: FailureSlot,
+    /// Whether the partition is the oldest in flight on the device when the work starts.
+    pub seniority: Seniority,
 }
 
 impl WorkTag {
     pub fn new(partition: usize, stage: Stage, failure: &FailureSlot) -> WorkTag {
-        WorkTag { partition, timeline_partition: partition, stage, args: BTreeMap::new(), failure: failure.clone() }
+        WorkTag {
+            partition,
+            timeline_partition: partition,
+            stage,
+            args: BTreeMap::new(),
+            failure: failure.clone(),
+            seniority: Seniority::default(),
+        }
     }
     /// Draws the work on the timeline under the prover-wide id `partition_id`, so the spans
     /// of different requests' partitions stay apart.
     pub fn drawn_as(mut self, partition_id: usize) -> WorkTag {
         self.timeline_partition = partition_id;
+        self
+    }
+    /// Ranks the work by its partition's place in the device's admission line.
+    pub fn ranked(mut self, seniority: Seniority) -> WorkTag {
+        self.seniority = seniority;
         self
     }
     /// Adds a detail shown in the trace (bytes, sizes).
@@ -154,5 +231,30 @@ impl PendingResults {
 impl fmt::Debug for PendingResults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("PendingResults")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_admitted_partition_in_flight_is_the_only_senior_one() {
+        let line = AdmissionLine::default();
+        let (first, second, third) = (line.admit(), line.admit(), line.admit());
+        let ranks = |t: &[&AdmissionTicket]| t.iter().map(|t| t.seniority().is_oldest()).collect::<Vec<_>>();
+        assert_eq!(ranks(&[&first, &second, &third]), [true, false, false]);
+        // A seniority asked later sees the line as it is then.
+        let asked_early = third.seniority();
+        drop(first);
+        assert_eq!(ranks(&[&second, &third]), [true, false]);
+        drop(second);
+        assert!(asked_early.is_oldest(), "the third is the oldest once the first two are done");
+        let fourth = line.admit();
+        assert!(!fourth.seniority().is_oldest(), "a newer admission never overtakes an older one");
+        drop(third);
+        assert!(!asked_early.is_oldest(), "a finished partition's work is no longer the oldest");
+        assert!(fourth.seniority().is_oldest());
+        assert!(!Seniority::default().is_oldest(), "work without a place is never the oldest");
     }
 }

@@ -162,6 +162,7 @@ impl Scheduler {
             resident_key: None,
             key_chunk_points: None,
             key_pins: Vec::new(),
+            admission: None,
             grant: None,
             streams_used: Vec::new(),
             htod_done: None,

@@ -181,9 +181,21 @@ impl GpuContext {
         self.ctx.mem_get_info().map_err(|err| driver_error(self.ordinal, "query memory", err))
     }
 
-    /// A new stream of this GPU.
+    /// A new stream of this GPU, at the lowest scheduling priority (the default).
     pub fn new_stream(self: &Arc<Self>) -> Result<GpuStream> {
         let inner = self.ctx.new_stream().map_err(|err| driver_error(self.ordinal, "create stream", err))?;
+        Ok(GpuStream { gpu: self.clone(), inner })
+    }
+
+    /// A new stream whose kernels the GPU schedules ahead of those of default streams: when
+    /// both have blocks waiting, an SM that frees up takes this stream's first.
+    pub fn new_urgent_stream(self: &Arc<Self>) -> Result<GpuStream> {
+        let (_least, greatest) = cudarc::driver::result::stream::get_priority_range()
+            .map_err(|err| driver_error(self.ordinal, "query stream priorities", err))?;
+        let inner = self
+            .ctx
+            .new_stream_with_priority(greatest)
+            .map_err(|err| driver_error(self.ordinal, "create stream", err))?;
         Ok(GpuStream { gpu: self.clone(), inner })
     }
 

@@ -137,11 +137,14 @@ impl Device for CudaDevice {
     }
 
     fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>> {
-        let stream = self.gpu.new_stream()?;
-        let clock = stream.clock()?;
+        let work_on = |stream: GpuStream| -> Result<Arc<GpuWork>> {
+            let clock = stream.clock()?;
+            Ok(Arc::new(GpuWork { stream, clock }))
+        };
         Ok(Arc::new(CudaStream {
             queue: HostQueue::start(self.ordinal, name, timeline)?,
-            gpu: Arc::new(GpuWork { stream, clock }),
+            gpu: work_on(self.gpu.new_stream()?)?,
+            urgent: work_on(self.gpu.new_urgent_stream()?)?,
         }))
     }
 
@@ -178,15 +181,20 @@ impl GpuWork {
     }
 }
 
+/// A pipeline stream: a host queue that runs each piece of work on one of two CUDA streams,
+/// the urgent one when the work's partition is the oldest in flight on the device (see
+/// [`crate::backend::AdmissionLine`]), the default one otherwise. The queue runs one piece at
+/// a time and waits for it, so switching streams between pieces keeps their order.
 struct CudaStream {
     queue: HostQueue,
     gpu: Arc<GpuWork>,
+    urgent: Arc<GpuWork>,
 }
 
 impl CudaStream {
     fn enqueue(&self, tag: &WorkTag, work: impl FnOnce(&GpuStream) -> Result<()> + Send + 'static) -> Result<()> {
-        let gpu = self.gpu.clone();
-        self.queue.enqueue_work(tag, move || gpu.timed(work))
+        let (gpu, urgent, seniority) = (self.gpu.clone(), self.urgent.clone(), tag.seniority.clone());
+        self.queue.enqueue_work(tag, move || if seniority.is_oldest() { urgent.timed(work) } else { gpu.timed(work) })
     }
 
     /// Copies `src[range]` to the start of `dst`; the rest of `dst` is zeroed.

@@ -52,15 +52,17 @@ pub struct MsmOptions {
 /// The scratch one MSM of `len` points allocates on the device at most, in bytes: per point
 /// of a pass, its canonical scalar, a 0/1 index, one bucket entry per window and the chunk
 /// spills (6 bytes per entry at 64 entries a chunk, G2-sized, or at most 2^19 chunks of
-/// 384 bytes below that: `chunk_for`); then the buckets and their counts (G2-sized, the
-/// larger curve), and 128 MiB for the window reduction's partial sums and the 0/1 batch sum.
+/// 384 bytes below that: `chunk_for`); then the buckets, the passes' scratch buckets and the
+/// counts (G2-sized, the larger curve), and 128 MiB for the window reduction's partial sums
+/// and the 0/1 batch sum.
 pub fn msm_scratch_bytes(len: usize) -> u64 {
     let pass = len.min(MSM_PASS_POINTS) as u64;
     let c = window_bits_for(len.max(2)) as u64;
     let windows = 256u64.div_ceil(c);
     let buckets = windows << (c - 1);
     let spills = (6 * windows * pass).max(384 << 19);
-    pass * (32 + 4 + 4 * windows) + spills + buckets * (4 + 4 * 96) + (128 << 20)
+    let scratch = if len > MSM_PASS_POINTS { buckets * 4 * 96 } else { 0 };
+    pass * (32 + 4 + 4 * windows) + spills + buckets * (4 + 4 * 96) + scratch + (128 << 20)
 }
 
 /// The window size minimising ⌈256/c⌉·n mixed additions plus the reduction (about three
@@ -411,7 +413,19 @@ impl GpuStream {
         let chunks = total_entries.div_ceil(chunk as usize);
         let spills = self.alloc::<u32>(chunks * C::XYZZ_WORDS)?;
         let (ends, nb) = (KernelArg::Ptr(counts.ptr(self)), KernelArg::U32(total as u32));
-        let (out, spill) = (KernelArg::Ptr(buckets.points.ptr(self)), KernelArg::Ptr(spills.ptr(self)));
+        let out = KernelArg::Ptr(buckets.points.ptr(self));
+        // The first pass sums straight into the buckets; later ones into a scratch array that
+        // the fix-up adds into them (every bucket the pass touched is written there first).
+        let accumulate = buckets.filled;
+        let pass = if accumulate {
+            if buckets.scratch.is_none() {
+                buckets.scratch = Some(self.alloc::<u32>(buckets.points.len())?);
+            }
+            KernelArg::Ptr(buckets.scratch.as_ref().expect("allocated above").ptr(self))
+        } else {
+            out
+        };
+        let spill = KernelArg::Ptr(spills.ptr(self));
         let args = [
             KernelArg::Ptr(bases),
             KernelArg::Ptr(entries.ptr(self)),
@@ -419,14 +433,13 @@ impl GpuStream {
             nb,
             KernelArg::U32(total_entries as u32),
             KernelArg::U32(chunk),
-            KernelArg::U32(buckets.filled as u32),
-            out,
+            pass,
             spill,
         ];
         self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "buckets");
         // one thread per bucket
-        let args = [ends, nb, KernelArg::U32(chunk), out, spill];
+        let args = [ends, nb, KernelArg::U32(chunk), KernelArg::U32(accumulate as u32), pass, out, spill];
         self.launch(C::FIXUP, grid(total, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "fixup");
         buckets.filled = true;
@@ -467,6 +480,8 @@ struct Buckets {
     points: GpuBuffer<u32>,
     /// Whether a pass has added to them (later passes add to what is there).
     filled: bool,
+    /// Where the passes after the first sum their buckets before the fix-up adds them in.
+    scratch: Option<GpuBuffer<u32>>,
 }
 
 impl Buckets {
@@ -474,6 +489,6 @@ impl Buckets {
         let windows = 256usize.div_ceil(c as usize);
         // Zero bytes are the XYZZ identity: buckets without entries are never written.
         let points = stream.alloc_zeroed::<u32>((windows << (c - 1)) * C::XYZZ_WORDS)?;
-        Ok(Buckets { c, windows, points, filled: false })
+        Ok(Buckets { c, windows, points, filled: false, scratch: None })
     }
 }
