@@ -165,6 +165,21 @@ fn main() {
                 format!("{floor:.1} ms"),
                 if bits { "–" } else { sppark_msm(log_n) }.into(),
             );
+            if !bits && log_n >= 22 {
+                // The scatter's window groups (SCATTER_WINDOWS is the default above).
+                for group in [1usize, 2, 13] {
+                    let grouped = MsmOptions { scatter_windows: Some(group), ..opts };
+                    let ms = time_ms(3, || {
+                        s.msm_g1(&g1_bases, &ds, n, grouped).unwrap();
+                    });
+                    row(
+                        format!("G1 MSM 2^{log_n} {profile}, scatter {group} windows a launch"),
+                        format!("{ms:.1} ms"),
+                        format!("{floor:.1} ms"),
+                        "–".into(),
+                    );
+                }
+            }
             if n > snarkpipe::backend::cuda::MSM_PASS_POINTS && !bits {
                 // The same MSM in one pass, to show what the bounded scratch of passes costs.
                 let one_pass = MsmOptions { pass_points: Some(n), ..opts };

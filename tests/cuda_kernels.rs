@@ -165,8 +165,9 @@ fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let n = 3000;
     let want = snarkpipe::math::msm::msm_g1(&bases[..n], &scalars[..n]);
     for c in 2..=20 {
-        let (got, _) =
-            msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { window_bits: Some(c), ..Default::default() });
+        // every window size, and scatter launches of 1 to 7 windows (the default is 4)
+        let opts = MsmOptions { window_bits: Some(c), scatter_windows: Some(1 + c as usize % 7), ..Default::default() };
+        let (got, _) = msm_g1_both(s, &bases[..n], &scalars[..n], opts);
         assert_eq!(got, want, "G1 MSM with {c}-bit windows");
     }
     // negative twin
@@ -283,7 +284,12 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let want = snarkpipe::math::msm::msm_g1(&bases, &scalars);
     for (pass, window) in [(20_000, None), (7_919, None), (33_334, Some(11)), (1 << 16, None), (n - 1, Some(20))] {
         for fast in [false, true] {
-            let opts = MsmOptions { window_bits: window, ones_fast_path: fast, pass_points: Some(pass) };
+            let opts = MsmOptions {
+                window_bits: window,
+                ones_fast_path: fast,
+                pass_points: Some(pass),
+                scatter_windows: Some(1 + pass % 5),
+            };
             let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
             assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");
         }

@@ -316,7 +316,7 @@ static jacobian_t<F> msm_new(const affine_t<F>* bases, const fr_t* scalars, u32 
         scan(counts, (u32)nb, false, grand);
         size_t max_entries = (size_t)rest * windows;
         u32* entries = dalloc<u32>(max_entries);
-        msm_scatter<<<grid_for(len, THREADS), THREADS>>>(canon, len, c, windows, counts, entries); CKL();
+        msm_scatter<<<grid_for(len, THREADS), THREADS>>>(canon, len, c, windows, 0u, windows, counts, entries); CKL();
         u32 total_entries;
         CK(cudaMemcpy(&total_entries, grand, 4, cudaMemcpyDeviceToHost));
         dfree(grand);

@@ -76,13 +76,28 @@ extern "C" __global__ void msm_digit_histogram(const fr_t* scalars, u32 n, u32 c
     }
 }
 
-extern "C" __global__ void msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 windows, u32* cursor, u32* entries) {
+// A canonical scalar read once, without keeping it in L2 (ld.global.cs).
+__device__ __forceinline__ fr_t load_streaming(const fr_t* p) {
+    fr_t s;
+    const uint4 lo = __ldcs(reinterpret_cast<const uint4*>(p)), hi = __ldcs(reinterpret_cast<const uint4*>(p) + 1);
+    s.l[0] = lo.x; s.l[1] = lo.y; s.l[2] = lo.z; s.l[3] = lo.w;
+    s.l[4] = hi.x; s.l[5] = hi.y; s.l[6] = hi.z; s.l[7] = hi.w;
+    return s;
+}
+
+// Entries of windows [w_lo, w_hi) only: the host runs the windows in groups, so the cursors being
+// advanced (2^(c-1) per window, 2 MiB at c = 20) stay in L2 while the entries, written once at
+// random, stream past it (st.global.cs); with all 13 windows at once the writes evicted the
+// cursors and every atomic went to DRAM.
+extern "C" __global__ void msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 windows, u32 w_lo, u32 w_hi,
+                                       u32* cursor, u32* entries) {
     const u32 buckets = 1u << (c - 1);
     GRID_STRIDE(i, n) {
-        fr_t s = scalars[i];
+        fr_t s = load_streaming(scalars + i);
         for_each_digit(s, c, windows, [&](u32 w, u32 b, bool neg) {
+            if (w < w_lo || w >= w_hi) return;
             u32 pos = atomicAdd(&cursor[w * buckets + b], 1u);
-            entries[pos] = i | (neg ? 0x80000000u : 0u);
+            __stcs(entries + pos, i | (neg ? 0x80000000u : 0u));
         });
     }
 }

@@ -47,7 +47,14 @@ pub struct MsmOptions {
     /// Points per pass; `None` means [`MSM_PASS_POINTS`]. Tests set it small to run many
     /// passes over few points.
     pub pass_points: Option<usize>,
+    /// Windows whose bucket entries one scatter launch writes; `None` means
+    /// [`SCATTER_WINDOWS`].
+    pub scatter_windows: Option<usize>,
 }
+
+/// Windows per scatter launch: few enough that the bucket cursors being advanced stay in L2
+/// while the entries are written (msm_scatter in kernels/msm/msm.cu).
+pub const SCATTER_WINDOWS: usize = 4;
 
 /// The scratch one MSM of `len` points allocates on the device at most, in bytes: per point
 /// of a pass, its canonical scalar, a 0/1 index, one bucket entry per window and the chunk
@@ -259,7 +266,8 @@ impl GpuStream {
                     buckets = Some(Buckets::zeroed::<C>(self, c)?);
                 }
                 let shared = buckets.as_mut().expect("allocated above");
-                self.add_to_buckets::<C>(pass_bases, &canon, n, rest, shared, &mut timer)?;
+                let group = opts.scatter_windows.unwrap_or(SCATTER_WINDOWS);
+                self.add_to_buckets::<C>(pass_bases, &canon, n, rest, group, shared, &mut timer)?;
             }
         }
         if let Some(buckets) = buckets {
@@ -340,6 +348,7 @@ impl GpuStream {
         canon: &GpuBuffer<Scalar>,
         n: usize,
         rest: usize,
+        scatter_windows: usize,
         buckets: &mut Buckets,
         timer: &mut PhaseTimer,
     ) -> Result<()> {
@@ -390,19 +399,24 @@ impl GpuStream {
             });
         }
         let entries = self.alloc::<u32>(max_entries)?;
-        self.launch(
-            "msm_scatter",
-            grid(n, THREADS),
-            THREADS,
-            &[
-                KernelArg::Ptr(canon.ptr(self)),
-                nu,
-                cu,
-                wu,
-                KernelArg::Ptr(counts.ptr(self)),
-                KernelArg::Ptr(entries.ptr(self)),
-            ],
-        )?;
+        let group = scatter_windows.clamp(1, windows);
+        for w_lo in (0..windows).step_by(group) {
+            self.launch(
+                "msm_scatter",
+                grid(n, THREADS),
+                THREADS,
+                &[
+                    KernelArg::Ptr(canon.ptr(self)),
+                    nu,
+                    cu,
+                    wu,
+                    KernelArg::U32(w_lo as u32),
+                    KernelArg::U32((w_lo + group).min(windows) as u32),
+                    KernelArg::Ptr(counts.ptr(self)),
+                    KernelArg::Ptr(entries.ptr(self)),
+                ],
+            )?;
+        }
         let total_entries = self.download(&grand_total)?[0] as usize;
 
         timer.mark(self, "scatter");
