@@ -167,7 +167,7 @@ fn main() {
             );
             if !bits && log_n >= 22 {
                 // The scatter's window groups (SCATTER_WINDOWS is the default above).
-                for group in [1usize, 2, 13] {
+                for group in [2usize, 4, 13] {
                     let grouped = MsmOptions { scatter_windows: Some(group), ..opts };
                     let ms = time_ms(3, || {
                         s.msm_g1(&g1_bases, &ds, n, grouped).unwrap();

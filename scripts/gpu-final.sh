@@ -10,7 +10,8 @@
 #   soak   issue 5's soak on the GPUs: 300 partitions of 2^10, a tenth of them faulted
 #   sweep  whole partitions at 2^20..2^25 on GPU 0 (SWEEP sizes), verified
 #   kernels the kernel bench with its floors, up to 2^26
-# STAGING (copy or in-place) picks the bench's staging; SCALING="" drops --scaling (one GPU). Each step gets what is left of the
+# STAGING (copy or in-place) picks the bench's staging (STAGING27 at 2^27); EXTRA is appended to
+# every bench's flags (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU). Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
 # Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench (cargo bench --no-run).
 set -uo pipefail
@@ -30,7 +31,7 @@ step() {  # step NAME CAP_SECONDS COMMAND...
 bench() {  # bench NAME CAP ARGS...
   local name=$1 c=$2; shift 2
   step "bench $name" "$c" .gpu/snarkpipe bench --backend cuda --json --staging "$staging" \
-    --timeline "$out/$name.svg" "$@" >"$out/$name.json" 2>>"$log"
+    --timeline "$out/$name.svg" "$@" ${EXTRA:-} >"$out/$name.json" 2>>"$log"
 }
 { date -u; nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm --format=csv; nproc; free -g; } >>"$log" 2>&1
 for s in ${STEPS:-tests s24 s26}; do

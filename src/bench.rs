@@ -17,6 +17,7 @@ use crate::actors::StagingMode;
 use crate::backend::BackendKind;
 use crate::error::{Error, Result};
 use crate::groth16::verify;
+use crate::memory::PinLease;
 use crate::prover::{DeviceSelection, ProofRequest, Prover, ProverConfig, Shutdown};
 use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use crate::timeline::{chrome, summary, svg};
@@ -86,6 +87,11 @@ pub struct BenchArgs {
     /// share a witness share its page-locked ranges too.
     #[arg(long)]
     pub witnesses: Option<usize>,
+    /// With `--staging in-place`: page-lock every distinct witness's large vectors before the
+    /// clock and keep them locked, as a node that synthesizes witnesses into page-locked memory
+    /// would. The partitions' own pins then find them locked and lock nothing.
+    #[arg(long)]
+    pub prepin_witnesses: bool,
 }
 
 /// The host's own rates for the two ways of staging, measured in the same run on one
@@ -169,6 +175,8 @@ pub struct BenchReport {
     /// Proving keys resident per device at the end of the run, before eviction.
     pub residency: Vec<ResidencyFigures>,
     pub staging: StagingMode,
+    /// Whether the witnesses were page-locked before the clock (`--prepin-witnesses`).
+    pub witnesses_prepinned: bool,
     /// The host's staging rates, measured before the clock starts.
     pub host_floors: Option<HostStagingFloors>,
     /// Idle gaps over 1 ms on each device, with what it was waiting on.
@@ -320,6 +328,22 @@ fn measure_host_floors(prover: &Prover, values: &[crate::Scalar]) -> Result<Host
     Ok(HostStagingFloors { bytes, copy_gbps, lock_unlock_gbps })
 }
 
+/// Page-locks the a, b, c and aux vectors of every witness through the first device's registry
+/// (the table of locked ranges is process-wide); the leases keep them locked until dropped.
+fn pin_witnesses(prover: &Prover, witnesses: &[Arc<crate::circuit::Witness>]) -> Result<Vec<PinLease>> {
+    let pipeline = prover.pipelines().first().ok_or_else(|| Error::Config("no device".into()))?;
+    let registry = pipeline.pool.registry();
+    let mut leases = Vec::new();
+    for witness in witnesses {
+        for part in [&witness.a, &witness.b, &witness.c, &witness.aux_assignment] {
+            if !part.is_empty() {
+                leases.push(registry.pin(crate::backend::HostRange::of(part))?);
+            }
+        }
+    }
+    Ok(leases)
+}
+
 /// One run on `devices`: a fresh prover, warmed up unless `--no-warm-up`, streams the
 /// partitions, checks every proof and reports. `export` writes the trace and SVG.
 fn run_on(
@@ -358,6 +382,10 @@ fn run_on(
                 (0, Some(err.to_string()))
             }
         },
+    };
+    let witness_pins = match args.prepin_witnesses && args.staging == StagingMode::InPlace {
+        true => pin_witnesses(&prover, witnesses)?,
+        false => Vec::new(),
     };
     let seconds_warm_up = warm_started.elapsed().as_secs_f64();
     let host_floors = witnesses.first().and_then(|witness| match measure_host_floors(&prover, &witness.a) {
@@ -431,6 +459,8 @@ fn run_on(
         .enumerate()
         .map(|(device, (keys, bytes))| ResidencyFigures { device, keys, bytes })
         .collect();
+    // The bench's own witness leases go first: what is left pinned then is a leak.
+    drop(witness_pins);
     let reports = prover.budget_reports()?;
     let leaked_bytes = prover.budget_leaked_bytes()?;
     let pinned_leaked = prover.pinned_leaked_bytes();
@@ -484,6 +514,7 @@ fn run_on(
         device_free_bytes_after,
         residency,
         staging: args.staging,
+        witnesses_prepinned: args.prepin_witnesses && args.staging == StagingMode::InPlace,
         host_floors,
         timeline_summary: summary.to_string(),
         idle_gaps: summary.idle_gaps,

@@ -165,7 +165,7 @@ fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let n = 3000;
     let want = snarkpipe::math::msm::msm_g1(&bases[..n], &scalars[..n]);
     for c in 2..=20 {
-        // every window size, and scatter launches of 1 to 7 windows (the default is 4)
+        // every window size, and scatter launches of 1 to 7 windows (the default is 1)
         let opts = MsmOptions { window_bits: Some(c), scatter_windows: Some(1 + c as usize % 7), ..Default::default() };
         let (got, _) = msm_g1_both(s, &bases[..n], &scalars[..n], opts);
         assert_eq!(got, want, "G1 MSM with {c}-bit windows");
