@@ -261,13 +261,15 @@ impl GpuStream {
                 timer.mark(self, "ones");
             }
             if rest > 0 {
-                if buckets.is_none() {
-                    // The window for the whole MSM's nonzero scalars, estimated from this pass.
-                    let expected_rest = (rest as u128 * len as u128 / n as u128) as usize;
-                    let c = opts.window_bits.unwrap_or_else(|| window_bits_for(expected_rest)).clamp(2, 20);
-                    buckets = Some(Buckets::zeroed::<C>(self, c)?);
-                }
-                let shared = buckets.as_mut().expect("allocated above");
+                let shared = match &mut buckets {
+                    Some(shared) => shared,
+                    None => {
+                        // The window for the whole MSM's nonzero scalars, estimated from this pass.
+                        let expected_rest = (rest as u128 * len as u128 / n as u128) as usize;
+                        let c = opts.window_bits.unwrap_or_else(|| window_bits_for(expected_rest)).clamp(2, 20);
+                        buckets.insert(Buckets::zeroed::<C>(self, c)?)
+                    }
+                };
                 let group = opts.scatter_windows.unwrap_or(SCATTER_WINDOWS);
                 self.add_to_buckets::<C>(pass_bases, &canon, n, rest, group, shared, &mut timer)?;
             }
@@ -506,5 +508,34 @@ impl Buckets {
         // Zero bytes are the XYZZ identity: buckets without entries are never written.
         let points = stream.alloc_zeroed::<u32>((windows << (c - 1)) * C::XYZZ_WORDS)?;
         Ok(Buckets { c, windows, points, filled: false, scratch: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `msm_scratch_bytes(len)` sizes the buckets with the window of `len` scalars, while an
+    /// MSM picks its window from the nonzero scalars it finds (at most `len`): that is only a
+    /// bound if the window never shrinks as the count grows.
+    #[test]
+    fn the_window_never_shrinks_as_the_scalars_grow() {
+        let mut n = 1usize;
+        let mut last = window_bits_for(n);
+        while n < 1 << 31 {
+            n = (n + 1).max(n + n / 64);
+            let c = window_bits_for(n);
+            assert!(c >= last, "window {c} for {n} scalars, below {last} for fewer");
+            last = c;
+        }
+    }
+
+    #[test]
+    fn an_msm_s_scratch_stops_growing_past_one_pass() {
+        let per_pass = msm_scratch_bytes(MSM_PASS_POINTS + 1);
+        // Longer MSMs add no per-point scratch: only the window (at most 20 bits) could grow.
+        assert_eq!(msm_scratch_bytes(1 << 30), per_pass);
+        assert!(msm_scratch_bytes(MSM_PASS_POINTS) < per_pass, "a single pass needs no scratch buckets");
+        assert!(msm_scratch_bytes(1 << 20) < msm_scratch_bytes(1 << 24));
     }
 }
