@@ -346,6 +346,7 @@ impl GpuStream {
 
     /// Sorts the signed digits of one pass's `n` canonical scalars (`rest` of them nonzero)
     /// by bucket and adds their points into `buckets`.
+    #[allow(clippy::too_many_arguments)]
     fn add_to_buckets<C: MsmCurve>(
         &self,
         bases: u64,
