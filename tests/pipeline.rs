@@ -476,3 +476,50 @@ fn a_device_exactly_as_large_as_the_plans_proves_every_partition_in_flight() {
     smaller.prove(request).expect("two at a time still proves");
     assert!(smaller.budget_reports().unwrap()[0].peak_bytes < key.device_bytes() + 3 * plan);
 }
+
+#[test]
+fn only_the_oldest_partition_in_flight_is_marked_urgent_and_the_marks_follow_admission() {
+    let spec = spec(8, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let prover = cpu_prover(2, 3);
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    prover.prove(ProofRequest::new(key, partitions(&spec, 6), &mut rng)).unwrap();
+    let timeline = prover.timeline().snapshot();
+    let device: Vec<&Span> = timeline.spans.iter().filter(|s| s.track.is_device()).collect();
+    let oldest = |s: &Span| s.args.get("oldest") == Some(&serde_json::Value::Bool(true));
+    let (marked, unmarked): (Vec<&Span>, Vec<&Span>) = device.iter().partition(|s| oldest(s));
+    assert!(!marked.is_empty(), "no work ran as the oldest partition's");
+    // The negative twin: younger partitions' work (uploads while the oldest computes) is not.
+    assert!(!unmarked.is_empty(), "every piece of work was marked: the mark says nothing");
+    // One partition at a time is the oldest: marked spans of different partitions never overlap.
+    for a in &marked {
+        for b in &marked {
+            let apart = a.end_s <= b.start_s + 1e-4 || b.end_s <= a.start_s + 1e-4;
+            assert!(
+                a.partition == b.partition || apart,
+                "partitions {} and {} both oldest at once",
+                a.partition,
+                b.partition
+            );
+        }
+    }
+    // The first partition admitted is the oldest for its whole stay: all its device work is marked,
+    // and the marks pass to the others in the order they were admitted.
+    let mut admitted: Vec<&Span> = timeline.spans.iter().filter(|s| s.stage == Stage::Budget).collect();
+    admitted.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    let first = admitted[0].partition;
+    assert!(device.iter().filter(|s| s.partition == first).all(|s| oldest(s)), "partition {first} lost its mark");
+    let mut by_first_mark: Vec<(f64, usize)> = Vec::new();
+    for s in &marked {
+        match by_first_mark.iter_mut().find(|(_, p)| *p == s.partition) {
+            Some(entry) => entry.0 = entry.0.min(s.start_s),
+            None => by_first_mark.push((s.start_s, s.partition)),
+        }
+    }
+    by_first_mark.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mark_order: Vec<usize> = by_first_mark.iter().map(|&(_, p)| p).collect();
+    let admission_order: Vec<usize> = admitted.iter().map(|s| s.partition).filter(|p| mark_order.contains(p)).collect();
+    assert_eq!(mark_order, admission_order, "the mark skipped ahead of an older partition");
+    prover.shutdown(Shutdown::Drain);
+    assert_nothing_held(&prover);
+}

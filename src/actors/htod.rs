@@ -20,7 +20,7 @@ impl StageLogic for Staging {
         let stream = pipeline.copy_in.clone();
         job.used(&stream);
         match (&job.resident_key, job.key_chunk_points) {
-            (Some(resident), _) => resident.upload_once(&job.key, &stream, job.partition_id)?,
+            (Some(resident), _) => resident.upload_once(&job.key, &stream, job.partition_id, job.seniority())?,
             (None, Some(_)) => {}
             (None, None) => return Err(missing("resident key")),
         }

@@ -12,7 +12,8 @@ use super::budget::Grant;
 use super::pipeline::{DevicePipeline, ResidentKey};
 use crate::backend::faults::FaultInjector;
 use crate::backend::{
-    AdmissionTicket, DeviceBuffer, DeviceStream, FailureSlot, HostScalars, PendingResults, StageEvent, WorkTag,
+    AdmissionTicket, DeviceBuffer, DeviceStream, FailureSlot, HostScalars, PendingResults, Seniority, StageEvent,
+    WorkTag,
 };
 use crate::circuit::{PackedDensity, Witness};
 use crate::error::{Error, Result};
@@ -183,11 +184,16 @@ pub struct PartitionJob {
 }
 
 impl PartitionJob {
+    /// The partition's place among those in flight on its device, for its work's tags.
+    pub fn seniority(&self) -> Seniority {
+        self.admission.as_ref().map(AdmissionTicket::seniority).unwrap_or_default()
+    }
+
     /// A tag for device work of this partition in `stage`.
     pub fn tag(&self, stage: Stage) -> WorkTag {
         WorkTag::new(self.index, stage, &self.failure)
             .drawn_as(self.partition_id)
-            .ranked(self.admission.as_ref().map(AdmissionTicket::seniority).unwrap_or_default())
+            .ranked(self.seniority())
             .with("partition", self.partition_id)
             .with("request", self.request.id)
     }

@@ -20,7 +20,8 @@ use super::pin::{Pinning, StagingMode};
 use super::stage_actor::StageActor;
 use crate::backend::faults::FaultInjector;
 use crate::backend::{
-    g1_bytes, g2_bytes, AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, StageEvent, WorkTag,
+    g1_bytes, g2_bytes, AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, Seniority,
+    StageEvent, WorkTag,
 };
 use crate::error::Result;
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
@@ -67,12 +68,20 @@ impl ResidentKey {
     /// Queues the key's copies on `stream` the first time it is called; later calls do
     /// nothing, as the stream orders them after the copies. A failed enqueue marks the key
     /// failed, so it is dropped from the cache and uploaded afresh for the next partition.
-    pub fn upload_once(&self, key: &ProvingKey, stream: &Arc<dyn DeviceStream>, partition_id: usize) -> Result<()> {
+    /// The copies are drawn under, and ranked as, the partition whose staging queues them.
+    pub fn upload_once(
+        &self,
+        key: &ProvingKey,
+        stream: &Arc<dyn DeviceStream>,
+        partition_id: usize,
+        seniority: Seniority,
+    ) -> Result<()> {
         if self.upload_started.swap(true, Ordering::SeqCst) {
             // The upload is queued (or its queueing failed, and this key is no use).
             return self.failure.check();
         }
         let tag = WorkTag::new(partition_id, Stage::Htod, &self.failure)
+            .ranked(seniority)
             .with("partition", partition_id)
             .with("what", "proving key")
             .with("bytes", key.device_bytes());
@@ -305,7 +314,7 @@ impl DevicePipeline {
         let grant = self.budget.request(bytes)?.wait().ok_or(crate::error::Error::ShutDown)?;
         let resident = self.make_resident(key, grant)?;
         self.pin_key_host(&resident, key)?;
-        resident.upload_once(key, &self.copy_in, usize::MAX)?;
+        resident.upload_once(key, &self.copy_in, usize::MAX, Seniority::default())?;
         if let Some(uploaded) = resident.uploaded.get() {
             uploaded.wait()?;
         }

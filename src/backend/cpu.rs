@@ -164,7 +164,7 @@ struct CpuStream {
 impl CpuStream {
     /// Queues work timed on the host (the model has no device clock).
     fn enqueue_work(&self, tag: &WorkTag, work: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
-        self.queue.enqueue_work(tag, move || work().map(|()| None))
+        self.queue.enqueue_work(tag, move |_oldest| work().map(|()| None))
     }
 }
 

@@ -58,11 +58,13 @@ impl HostQueue {
         })
     }
 
-    /// Queues a partition's work (see the module doc).
+    /// Queues a partition's work (see the module doc). When it starts, the work is told whether
+    /// its partition is the oldest in flight on the device (a GPU then runs it on its urgent
+    /// stream), and its span on the timeline says so (`"oldest": true`).
     pub fn enqueue_work(
         &self,
         tag: &WorkTag,
-        work: impl FnOnce() -> Result<DeviceTimes> + Send + 'static,
+        work: impl FnOnce(bool) -> Result<DeviceTimes> + Send + 'static,
     ) -> Result<()> {
         let tag = tag.clone();
         let timeline = self.timeline.clone();
@@ -71,14 +73,19 @@ impl HostQueue {
             if tag.failure.is_failed() {
                 return;
             }
+            let oldest = tag.seniority.is_oldest();
             let host_start = Instant::now();
-            let outcome = catch_unwind(AssertUnwindSafe(work))
+            let outcome = catch_unwind(AssertUnwindSafe(|| work(oldest)))
                 .unwrap_or_else(|panic| Err(Error::Panicked { stage: tag.stage, message: panic_message(&panic) }));
             let (start, end) = match &outcome {
                 Ok(Some(device_times)) => *device_times,
                 _ => (host_start, Instant::now()),
             };
-            timeline.record(track, tag.stage, tag.timeline_partition, start, end, tag.args.clone());
+            let mut args = tag.args.clone();
+            if oldest {
+                args.insert("oldest".into(), true.into());
+            }
+            timeline.record(track, tag.stage, tag.timeline_partition, start, end, args);
             if let Err(err) = outcome {
                 tag.fail(err);
             }

@@ -193,8 +193,8 @@ struct CudaStream {
 
 impl CudaStream {
     fn enqueue(&self, tag: &WorkTag, work: impl FnOnce(&GpuStream) -> Result<()> + Send + 'static) -> Result<()> {
-        let (gpu, urgent, seniority) = (self.gpu.clone(), self.urgent.clone(), tag.seniority.clone());
-        self.queue.enqueue_work(tag, move || if seniority.is_oldest() { urgent.timed(work) } else { gpu.timed(work) })
+        let (gpu, urgent) = (self.gpu.clone(), self.urgent.clone());
+        self.queue.enqueue_work(tag, move |oldest| if oldest { urgent.timed(work) } else { gpu.timed(work) })
     }
 
     /// Copies `src[range]` to the start of `dst`; the rest of `dst` is zeroed.
