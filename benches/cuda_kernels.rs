@@ -165,33 +165,31 @@ fn main() {
                 format!("{floor:.1} ms"),
                 if bits { "–" } else { sppark_msm(log_n) }.into(),
             );
-            if !bits && log_n >= 22 {
-                // The scatter's window groups (SCATTER_WINDOWS is the default above).
-                for group in [2usize, 4, 13] {
-                    let grouped = MsmOptions { scatter_windows: Some(group), ..opts };
+            if !bits {
+                // Variants of the same MSM: the scatter's window groups (SCATTER_WINDOWS is the
+                // default above), and one pass where the default runs several (what the bounded
+                // scratch of passes costs).
+                let mut variants = Vec::new();
+                if log_n >= 22 {
+                    for group in [2usize, 4, 13] {
+                        let grouped = MsmOptions { scatter_windows: Some(group), ..opts };
+                        variants.push((format!("scatter {group} windows a launch"), grouped));
+                    }
+                }
+                if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
+                    variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
+                }
+                for (what, variant) in variants {
                     let ms = time_ms(3, || {
-                        s.msm_g1(&g1_bases, &ds, n, grouped).unwrap();
+                        s.msm_g1(&g1_bases, &ds, n, variant).unwrap();
                     });
                     row(
-                        format!("G1 MSM 2^{log_n} {profile}, scatter {group} windows a launch"),
+                        format!("G1 MSM 2^{log_n} {profile}, {what}"),
                         format!("{ms:.1} ms"),
                         format!("{floor:.1} ms"),
                         "–".into(),
                     );
                 }
-            }
-            if n > snarkpipe::backend::cuda::MSM_PASS_POINTS && !bits {
-                // The same MSM in one pass, to show what the bounded scratch of passes costs.
-                let one_pass = MsmOptions { pass_points: Some(n), ..opts };
-                let ms = time_ms(3, || {
-                    s.msm_g1(&g1_bases, &ds, n, one_pass).unwrap();
-                });
-                row(
-                    format!("G1 MSM 2^{log_n} {profile}, one pass"),
-                    format!("{ms:.1} ms"),
-                    format!("{floor:.1} ms"),
-                    "–".into(),
-                );
             }
             if log_n == 20 && !bits {
                 let t = Instant::now();
