@@ -204,6 +204,15 @@ struct FaultyRun {
     by_site: BTreeMap<String, u64>,
 }
 
+impl FaultyRun {
+    /// Whether more partitions failed naming the copy to the device than copies were made to
+    /// fail: the extra ones shared a key whose upload failed, which fails all that share it.
+    fn shared_key_upload_failed(&self) -> bool {
+        let copy_failures = self.failures.iter().filter(|(_, s, _)| *s == Site::CopyToDevice).count() as u64;
+        copy_failures > self.by_site.get("CopyToDevice").copied().unwrap_or(0)
+    }
+}
+
 /// Proves `count` partitions on a prover injecting at `rate`, checks every outcome and that
 /// everything came back, and reports what failed where.
 fn faulty_run(spec: &SyntheticSpec, key: &Arc<ProvingKey>, count: usize, rate: f64, seed: u64) -> FaultyRun {
@@ -250,9 +259,7 @@ fn site_fails_only_its_partition(site: Site) {
         );
         // A failed upload of the shared key fails every partition sharing it (by design, see
         // the test below); such a run cannot show this site's containment, so try again.
-        let copy_failures = run.failures.iter().filter(|(_, s, _)| *s == Site::CopyToDevice).count() as u64;
-        let shared_key_failed = copy_failures > run.by_site.get("CopyToDevice").copied().unwrap_or(0);
-        let judgeable = run.proved > 0 || !shared_key_failed;
+        let judgeable = run.proved > 0 || !run.shared_key_upload_failed();
         if !hits.is_empty() && judgeable {
             assert!(run.proved > 0, "no partition survived: faults are not contained");
             fresh_prover_proves(&spec, &key);
@@ -426,8 +433,13 @@ fn already_registered_answers_do_not_fail_partitions() {
             run.proved
         );
         // faulty_run has checked that every failure names the site that caused it; none can
-        // name "already registered", which is no error at all.
-        assert!(run.proved > 0);
+        // name "already registered", which is no error at all. A run where nothing proved is
+        // explained only by a failed upload of the shared key (it fails every partition).
+        assert!(
+            run.proved > 0 || run.shared_key_upload_failed(),
+            "no partition proved, and the shared key's upload did not fail: {:?}",
+            run.failures
+        );
         seen += already;
         if seen >= 2 {
             fresh_prover_proves(&spec, &key);

@@ -377,40 +377,50 @@ fn a_device_without_room_for_even_the_smallest_key_chunk_refuses_at_admission() 
 fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everything() {
     use snarkpipe::actors::admission::key_chunk_bytes;
     let (key, witnesses, plan) = key_partitions_and_plan(16);
-    let seed = fresh_seed();
-    let prover = Prover::new(ProverConfig {
-        backend: BackendKind::Cpu,
-        cpu_device_bytes: plan + key_chunk_bytes(100),
-        workers_per_device: 2,
-        in_flight: 3,
-        memory_reserve_bytes: 0,
-        faults: Some((0.3, seed)),
-        retries: 0,
-        ..ProverConfig::default()
-    })
-    .unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
-    let outcomes = prover.submit(request).unwrap().wait_each();
     let pvk = key.prepared_vk();
-    let (mut proved, mut failed) = (0, 0);
-    for (i, outcome) in outcomes.iter().enumerate() {
-        match outcome {
-            Ok(proof) => {
-                assert!(groth16::verify(&pvk, proof, witnesses[i].public_inputs()).unwrap(), "partition {i}");
-                proved += 1;
-            }
-            Err(err) => {
-                assert!(err.is_injected(), "partition {i} failed without an injected fault: {err}");
-                failed += 1;
+    // At this rate about one partition in four fails; a run where none did shows nothing, so
+    // such a run (under 1% of them) is repeated with a fresh seed.
+    for attempt in 0..5 {
+        let seed = fresh_seed();
+        let prover = Prover::new(ProverConfig {
+            backend: BackendKind::Cpu,
+            cpu_device_bytes: plan + key_chunk_bytes(100),
+            workers_per_device: 2,
+            in_flight: 3,
+            memory_reserve_bytes: 0,
+            faults: Some((0.3, seed)),
+            retries: 0,
+            ..ProverConfig::default()
+        })
+        .unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
+        let outcomes = prover.submit(request).unwrap().wait_each();
+        let (mut proved, mut failed) = (0, 0);
+        for (i, outcome) in outcomes.iter().enumerate() {
+            match outcome {
+                Ok(proof) => {
+                    assert!(groth16::verify(&pvk, proof, witnesses[i].public_inputs()).unwrap(), "partition {i}");
+                    proved += 1;
+                }
+                Err(err) => {
+                    assert!(err.is_injected(), "partition {i} failed without an injected fault: {err}");
+                    failed += 1;
+                }
             }
         }
+        assert!(!prover.is_resident(&key, 0));
+        prover.shutdown(Shutdown::Drain);
+        assert_nothing_held(&prover);
+        if failed == 0 {
+            eprintln!("attempt {attempt}: no fault hit the streamed key's partitions; again");
+            continue;
+        }
+        assert!(prover.faults().injected() > 0);
+        assert!(proved > 0, "every partition failed: the test shows nothing about the others");
+        return;
     }
-    assert!(prover.faults().injected() > 0 && failed > 0, "no fault hit the streamed key's partitions");
-    assert!(proved > 0, "every partition failed: the test shows nothing about the others");
-    assert!(!prover.is_resident(&key, 0));
-    prover.shutdown(Shutdown::Drain);
-    assert_nothing_held(&prover);
+    panic!("no fault hit the streamed key's partitions in 5 runs");
 }
 
 #[test]
