@@ -11,18 +11,27 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use blstrs::Scalar;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rayon::prelude::*;
 
 use crate::backend::{Device, HostRange, PinOutcome};
 use crate::error::Result;
 
-/// Who page-locked a range, and how many leases (of any device) hold it.
-struct SharedPin {
-    users: usize,
-    /// The device whose driver call pinned it, and so must unpin it; `None` when it was
-    /// already page-locked by someone outside snarkpipe.
-    pinned_by: Option<Arc<dyn Device>>,
+/// Where a range stands in the table. Page-locking gigabytes takes a while (about 170 ms for
+/// 4 GiB), so the driver calls run outside the table's lock: a range being locked or unlocked
+/// is marked, and only pinners of that same range wait for it.
+enum PinState {
+    /// One registry is page-locking it now.
+    Locking,
+    /// Page-locked, held by `users` leases (of any device).
+    Locked {
+        users: usize,
+        /// The device whose driver call pinned it, and so must unpin it; `None` when it was
+        /// already page-locked by someone outside snarkpipe.
+        pinned_by: Option<Arc<dyn Device>>,
+    },
+    /// Its last lease is gone and it is being unlocked now.
+    Unlocking,
 }
 
 /// The page-locked host ranges of the whole process, shared by every device's registry.
@@ -33,7 +42,9 @@ struct SharedPin {
 /// first to finish would unpin the range under the other's copies.
 #[derive(Default)]
 pub struct HostPinTable {
-    ranges: Mutex<HashMap<HostRange, SharedPin>>,
+    ranges: Mutex<HashMap<HostRange, PinState>>,
+    /// Signalled whenever a range finishes locking or unlocking.
+    settled: Condvar,
 }
 
 impl HostPinTable {
@@ -43,7 +54,45 @@ impl HostPinTable {
 
     /// Bytes page-locked through the table right now, by every device.
     pub fn pinned_bytes(&self) -> u64 {
-        self.ranges.lock().keys().map(|r| r.len as u64).sum()
+        let ranges = self.ranges.lock();
+        ranges.iter().filter(|(_, state)| matches!(state, PinState::Locked { .. })).map(|(r, _)| r.len as u64).sum()
+    }
+
+    /// Ends a range's locking or unlocking: sets what follows (`None` removes the entry) and
+    /// wakes the pinners waiting for it.
+    fn settle(&self, range: HostRange, next: Option<PinState>) {
+        {
+            let mut ranges = self.ranges.lock();
+            match next {
+                Some(state) => ranges.insert(range, state),
+                None => ranges.remove(&range),
+            };
+        }
+        self.settled.notify_all();
+    }
+}
+
+/// A range this thread has marked `Locking`. Dropped without [`LockingClaim::settle`] (an
+/// error or a panic in the driver call), it removes the mark, so waiting pinners try again
+/// rather than wait forever.
+struct LockingClaim<'a> {
+    table: &'a HostPinTable,
+    range: HostRange,
+    settled: bool,
+}
+
+impl LockingClaim<'_> {
+    fn settle(mut self, state: PinState) {
+        self.settled = true;
+        self.table.settle(self.range, Some(state));
+    }
+}
+
+impl Drop for LockingClaim<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.table.settle(self.range, None);
+        }
     }
 }
 
@@ -68,18 +117,33 @@ impl PinnedRegistry {
     }
 
     /// Pins `range`, or counts one more user of a range already pinned (by any device).
+    ///
+    /// The driver call runs without the table's lock, so pins of different ranges proceed
+    /// together; a pin of a range that is being locked or unlocked waits for that to finish.
     pub fn pin(self: &Arc<Self>, range: HostRange) -> Result<PinLease> {
-        {
+        let must_lock = {
             let mut ranges = self.table.ranges.lock();
-            if let Some(entry) = ranges.get_mut(&range) {
-                entry.users += 1;
-            } else {
-                let pinned_by = match self.device.pin_host(range)? {
-                    PinOutcome::Pinned => Some(self.device.clone()),
-                    PinOutcome::AlreadyPinned => None,
-                };
-                ranges.insert(range, SharedPin { users: 1, pinned_by });
+            loop {
+                match ranges.get_mut(&range) {
+                    Some(PinState::Locked { users, .. }) => {
+                        *users += 1;
+                        break false;
+                    }
+                    Some(PinState::Locking | PinState::Unlocking) => self.table.settled.wait(&mut ranges),
+                    None => {
+                        ranges.insert(range, PinState::Locking);
+                        break true;
+                    }
+                }
             }
+        };
+        if must_lock {
+            let claim = LockingClaim { table: &self.table, range, settled: false };
+            let pinned_by = match self.device.pin_host(range)? {
+                PinOutcome::Pinned => Some(self.device.clone()),
+                PinOutcome::AlreadyPinned => None,
+            };
+            claim.settle(PinState::Locked { users: 1, pinned_by });
         }
         *self.mine.lock().entry(range).or_default() += 1;
         Ok(PinLease { range, registry: Arc::downgrade(self) })
@@ -95,17 +159,25 @@ impl PinnedRegistry {
                 }
             }
         }
-        let mut ranges = self.table.ranges.lock();
-        let Some(entry) = ranges.get_mut(&range) else { return };
-        entry.users -= 1;
-        if entry.users == 0 {
-            let entry = ranges.remove(&range).expect("present above");
-            if let Some(device) = entry.pinned_by {
-                if let Err(err) = device.unpin_host(range) {
-                    tracing::warn!(%err, "unpinning a host range failed");
-                }
+        let pinned_by = {
+            let mut ranges = self.table.ranges.lock();
+            let Some(PinState::Locked { users, .. }) = ranges.get_mut(&range) else { return };
+            *users -= 1;
+            if *users > 0 {
+                return;
+            }
+            match ranges.insert(range, PinState::Unlocking) {
+                Some(PinState::Locked { pinned_by, .. }) => pinned_by,
+                _ => None,
+            }
+        };
+        // Unlocking, like locking, runs without the table's lock.
+        if let Some(device) = pinned_by {
+            if let Err(err) = device.unpin_host(range) {
+                tracing::warn!(%err, "unpinning a host range failed");
             }
         }
+        self.table.settle(range, None);
     }
 
     /// Bytes of the ranges this registry holds leases on right now.
@@ -290,8 +362,146 @@ impl PinnedPool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
     use super::*;
     use crate::backend::cpu::CpuDevice;
+    use crate::backend::{DeviceBuffer, DeviceInfo, DeviceStream};
+    use crate::error::Error;
+    use crate::timeline::TimelineRecorder;
+
+    /// A CPU device whose page-locking takes a while: each call waits, up to half a second,
+    /// for a second call to be in progress. It records how many ran at once and how many ran,
+    /// and can fail its first call.
+    struct SlowPins {
+        inner: CpuDevice,
+        in_progress: Mutex<usize>,
+        changed: Condvar,
+        most_at_once: AtomicUsize,
+        calls: AtomicUsize,
+        fail_first: AtomicBool,
+    }
+
+    impl SlowPins {
+        fn new(fail_first: bool) -> Arc<SlowPins> {
+            Arc::new(SlowPins {
+                inner: CpuDevice::new(0, 1 << 20),
+                in_progress: Mutex::new(0),
+                changed: Condvar::new(),
+                most_at_once: AtomicUsize::new(0),
+                calls: AtomicUsize::new(0),
+                fail_first: AtomicBool::new(fail_first),
+            })
+        }
+    }
+
+    impl Device for SlowPins {
+        fn info(&self) -> DeviceInfo {
+            self.inner.info()
+        }
+        fn allocated_bytes(&self) -> u64 {
+            self.inner.allocated_bytes()
+        }
+        fn free_bytes(&self) -> Option<u64> {
+            self.inner.free_bytes()
+        }
+        fn allocate(&self, bytes: u64) -> Result<DeviceBuffer> {
+            self.inner.allocate(bytes)
+        }
+        fn pin_host(&self, range: HostRange) -> Result<PinOutcome> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            {
+                let mut in_progress = self.in_progress.lock();
+                *in_progress += 1;
+                self.most_at_once.fetch_max(*in_progress, Ordering::SeqCst);
+                self.changed.notify_all();
+                let deadline = Instant::now() + Duration::from_millis(500);
+                while *in_progress < 2 && !self.changed.wait_until(&mut in_progress, deadline).timed_out() {}
+                *in_progress -= 1;
+            }
+            if self.fail_first.swap(false, Ordering::SeqCst) {
+                return Err(Error::Device { device: 0, operation: "pin host memory", message: "injected".into() });
+            }
+            self.inner.pin_host(range)
+        }
+        fn unpin_host(&self, range: HostRange) -> Result<()> {
+            self.inner.unpin_host(range)
+        }
+        fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>> {
+            self.inner.new_stream(name, timeline)
+        }
+        fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
+            self.inner.workspace_bytes(log_n, max_msm_len)
+        }
+    }
+
+    /// Pins `range` on a thread of its own.
+    fn pin_on_a_thread(registry: &Arc<PinnedRegistry>, range: HostRange) -> std::thread::JoinHandle<Result<PinLease>> {
+        let registry = registry.clone();
+        std::thread::spawn(move || registry.pin(range))
+    }
+
+    #[test]
+    fn pins_of_different_ranges_page_lock_at_once() {
+        // Locking a range takes seconds for gigabytes; holding the table's lock through it
+        // would queue every other partition's pin behind it.
+        let device = SlowPins::new(false);
+        let registry = PinnedRegistry::new(device.clone());
+        let (a, b) = (vec![0u8; 4096], vec![0u8; 4096]);
+        let first = pin_on_a_thread(&registry, HostRange::of(&a));
+        let second = pin_on_a_thread(&registry, HostRange::of(&b));
+        let leases = [first.join().unwrap().unwrap(), second.join().unwrap().unwrap()];
+        assert_eq!(device.most_at_once.load(Ordering::SeqCst), 2, "the second pin waited for the first");
+        assert_eq!(device.inner.pinned_ranges(), 2);
+        drop(leases);
+        assert_eq!(device.inner.pinned_ranges(), 0);
+    }
+
+    #[test]
+    fn pins_of_one_range_at_once_lock_it_once() {
+        // The twin: the same range pinned from two threads is page-locked by one call, while
+        // the other waits and shares it (a second call would meet "already registered").
+        let device = SlowPins::new(false);
+        let registry = PinnedRegistry::new(device.clone());
+        let data = vec![0u8; 4096];
+        let range = HostRange::of(&data);
+        let first = pin_on_a_thread(&registry, range);
+        while device.calls.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        let second = pin_on_a_thread(&registry, range);
+        let leases = [first.join().unwrap().unwrap(), second.join().unwrap().unwrap()];
+        assert_eq!(device.calls.load(Ordering::SeqCst), 1, "the range was page-locked twice");
+        assert_eq!(device.most_at_once.load(Ordering::SeqCst), 1);
+        assert_eq!(registry.pinned_bytes(), 4096);
+        drop(leases);
+        assert_eq!((device.inner.pinned_ranges(), registry.pinned_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn a_failed_lock_lets_the_waiting_pinner_try_again() {
+        let device = SlowPins::new(true);
+        let registry = PinnedRegistry::new(device.clone());
+        let data = vec![0u8; 4096];
+        let range = HostRange::of(&data);
+        let first = pin_on_a_thread(&registry, range);
+        while device.calls.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        let second = pin_on_a_thread(&registry, range);
+        assert!(first.join().unwrap().is_err(), "the injected failure was lost");
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(second.join().unwrap()));
+        let lease = finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the waiting pinner hangs on a range whose locking failed")
+            .expect("the waiting pinner locks the range itself");
+        assert_eq!((device.calls.load(Ordering::SeqCst), device.inner.pinned_ranges()), (2, 1));
+        drop(lease);
+        assert_eq!(device.inner.pinned_ranges(), 0);
+        assert_eq!(registry.table.pinned_bytes(), 0);
+    }
 
     #[test]
     fn pinning_a_range_twice_pins_it_once_and_unpins_after_the_last_user() {
