@@ -442,6 +442,22 @@ mod tests {
         std::thread::spawn(move || registry.pin(range))
     }
 
+    type PinThread = std::thread::JoinHandle<Result<PinLease>>;
+
+    /// Pins `range` on two threads, the second starting once the first's call reached the
+    /// device (so it finds the range being locked).
+    fn pin_twice_while_the_first_locks(
+        device: &SlowPins,
+        registry: &Arc<PinnedRegistry>,
+        range: HostRange,
+    ) -> (PinThread, PinThread) {
+        let first = pin_on_a_thread(registry, range);
+        while device.calls.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        (first, pin_on_a_thread(registry, range))
+    }
+
     #[test]
     fn pins_of_different_ranges_page_lock_at_once() {
         // Locking a range takes seconds for gigabytes; holding the table's lock through it
@@ -466,11 +482,7 @@ mod tests {
         let registry = PinnedRegistry::new(device.clone());
         let data = vec![0u8; 4096];
         let range = HostRange::of(&data);
-        let first = pin_on_a_thread(&registry, range);
-        while device.calls.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
-        }
-        let second = pin_on_a_thread(&registry, range);
+        let (first, second) = pin_twice_while_the_first_locks(&device, &registry, range);
         let leases = [first.join().unwrap().unwrap(), second.join().unwrap().unwrap()];
         assert_eq!(device.calls.load(Ordering::SeqCst), 1, "the range was page-locked twice");
         assert_eq!(device.most_at_once.load(Ordering::SeqCst), 1);
@@ -485,11 +497,7 @@ mod tests {
         let registry = PinnedRegistry::new(device.clone());
         let data = vec![0u8; 4096];
         let range = HostRange::of(&data);
-        let first = pin_on_a_thread(&registry, range);
-        while device.calls.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
-        }
-        let second = pin_on_a_thread(&registry, range);
+        let (first, second) = pin_twice_while_the_first_locks(&device, &registry, range);
         assert!(first.join().unwrap().is_err(), "the injected failure was lost");
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || done.send(second.join().unwrap()));
