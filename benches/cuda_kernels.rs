@@ -10,7 +10,7 @@ use group::{Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions, ProbeField};
+use snarkpipe::backend::cuda::{cuda_available, G1BucketKernel, GpuContext, GpuStream, MsmOptions, ProbeField};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -152,8 +152,9 @@ fn main() {
             let sc = scalars(n, bits);
             let ds = s.upload(&sc).unwrap();
             let opts = MsmOptions { ones_fast_path: bits, ..Default::default() };
+            let mut default_result = None;
             let ms = time_ms(3, || {
-                s.msm_g1(&g1_bases, &ds, n, opts).unwrap();
+                default_result = Some(s.msm_g1(&g1_bases, &ds, n, opts).unwrap());
             });
             let c = snarkpipe::backend::cuda::window_bits_for(n) as f64;
             let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
@@ -179,13 +180,26 @@ fn main() {
                 if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                     variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
                 }
+                // the bucket-phase kernels built with other field and call settings
+                if log_n >= 20 {
+                    for kernel in G1BucketKernel::ALL.into_iter().filter(|&k| k != G1BucketKernel::DEFAULT) {
+                        variants.push((
+                            format!("buckets {}", kernel.entry()),
+                            MsmOptions { g1_buckets: Some(kernel), ..opts },
+                        ));
+                    }
+                }
                 for (what, variant) in variants {
+                    let mut result = None;
                     let ms = time_ms(3, || {
-                        s.msm_g1(&g1_bases, &ds, n, variant).unwrap();
+                        result = Some(s.msm_g1(&g1_bases, &ds, n, variant).unwrap());
                     });
+                    // every variant must give the default's result (tests/cuda_kernels.rs checks
+                    // the default, and each bucket kernel at smaller sizes, against blstrs)
+                    let same = result == default_result;
                     row(
                         format!("G1 MSM 2^{log_n} {profile}, {what}"),
-                        format!("{ms:.1} ms"),
+                        format!("{ms:.1} ms{}", if same { "" } else { " MISMATCH: differs from the default's result" }),
                         format!("{floor:.1} ms"),
                         "–".into(),
                     );

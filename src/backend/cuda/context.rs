@@ -30,7 +30,7 @@ pub(crate) struct EmbeddedModule {
 pub(crate) const MODULES: &[EmbeddedModule] = include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
 /// Every `extern "C" __global__` entry point of kernels/, by module.
-const ENTRY_POINTS: &[(&str, &[&str])] = &[
+pub(crate) const ENTRY_POINTS: &[(&str, &[&str])] = &[
     (
         "ntt",
         &[
@@ -46,6 +46,10 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
         ],
     ),
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
+    ("g1_buckets_inline", &["msm_g1_buckets_inline", "msm_g1_buckets_inline_b3"]),
+    ("g1_buckets_inline_mul", &["msm_g1_buckets_inline_mul"]),
+    ("g1_buckets_relaxed", &["msm_g1_buckets_relaxed"]),
+    ("g1_buckets_relaxed_inline", &["msm_g1_buckets_relaxed_inline"]),
     ("select", &["select_scalars"]),
     (
         "msm",

@@ -50,6 +50,52 @@ pub struct MsmOptions {
     /// Windows whose bucket entries one scatter launch writes; `None` means
     /// [`SCATTER_WINDOWS`].
     pub scatter_windows: Option<usize>,
+    /// The G1 bucket-phase kernel; `None` means [`G1BucketKernel::DEFAULT`]. G2 MSMs ignore it.
+    pub g1_buckets: Option<G1BucketKernel>,
+}
+
+/// The G1 bucket-phase kernels the crate embeds: the same loop (kernels/msm/buckets.cuh) built
+/// with different field and point-operation settings, which the kernel bench times against
+/// each other on the same MSM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum G1BucketKernel {
+    /// Fp multiplications and point operations are calls (kernels/msm/msm.cu).
+    Called,
+    /// Multiplications inlined into called point operations (g1_buckets_inline_mul.cu).
+    InlineMul,
+    /// Multiplications and point operations inlined (g1_buckets_inline.cu).
+    Inline,
+    /// As `Inline`, capped at three 128-thread blocks' worth of registers per SM.
+    InlineCapped,
+    /// Relaxed Fp, values in [0, 2p): no final subtraction after a multiplication
+    /// (g1_buckets_relaxed.cu).
+    Relaxed,
+    /// Relaxed Fp with everything inlined (g1_buckets_relaxed_inline.cu).
+    RelaxedInline,
+}
+
+impl G1BucketKernel {
+    pub const DEFAULT: G1BucketKernel = G1BucketKernel::Called;
+    pub const ALL: [G1BucketKernel; 6] = [
+        G1BucketKernel::Called,
+        G1BucketKernel::InlineMul,
+        G1BucketKernel::Inline,
+        G1BucketKernel::InlineCapped,
+        G1BucketKernel::Relaxed,
+        G1BucketKernel::RelaxedInline,
+    ];
+
+    /// The kernel's entry point.
+    pub fn entry(self) -> &'static str {
+        match self {
+            G1BucketKernel::Called => "msm_g1_buckets",
+            G1BucketKernel::InlineMul => "msm_g1_buckets_inline_mul",
+            G1BucketKernel::Inline => "msm_g1_buckets_inline",
+            G1BucketKernel::InlineCapped => "msm_g1_buckets_inline_b3",
+            G1BucketKernel::Relaxed => "msm_g1_buckets_relaxed",
+            G1BucketKernel::RelaxedInline => "msm_g1_buckets_relaxed_inline",
+        }
+    }
 }
 
 /// Windows per scatter launch: few enough that the bucket cursors being advanced stay in L2
@@ -105,6 +151,10 @@ pub trait MsmCurve {
     const SUM_POINTS: &'static str;
     const TO_JACOBIAN: &'static str;
     fn to_projective(p: &Self::Jacobian) -> Self::Projective;
+    /// The bucket-phase kernel `opts` asks for.
+    fn bucket_kernel(_opts: &MsmOptions) -> &'static str {
+        Self::BUCKETS
+    }
 }
 
 /// G1 of BLS12-381.
@@ -129,6 +179,9 @@ impl MsmCurve for G1 {
     const TO_JACOBIAN: &'static str = "msm_g1_to_jacobian";
     fn to_projective(p: &G1Jacobian) -> G1Projective {
         G1Projective::from_raw_unchecked(fp(&p.0[0..6]), fp(&p.0[6..12]), fp(&p.0[12..18]))
+    }
+    fn bucket_kernel(opts: &MsmOptions) -> &'static str {
+        opts.g1_buckets.unwrap_or(G1BucketKernel::DEFAULT).entry()
     }
 }
 
@@ -270,8 +323,7 @@ impl GpuStream {
                         buckets.insert(Buckets::zeroed::<C>(self, c)?)
                     }
                 };
-                let group = opts.scatter_windows.unwrap_or(SCATTER_WINDOWS);
-                self.add_to_buckets::<C>(pass_bases, &canon, n, rest, group, shared, &mut timer)?;
+                self.add_to_buckets::<C>(pass_bases, &canon, n, rest, &opts, shared, &mut timer)?;
             }
         }
         if let Some(buckets) = buckets {
@@ -353,7 +405,7 @@ impl GpuStream {
         canon: &GpuBuffer<Scalar>,
         n: usize,
         rest: usize,
-        scatter_windows: usize,
+        opts: &MsmOptions,
         buckets: &mut Buckets,
         timer: &mut PhaseTimer,
     ) -> Result<()> {
@@ -404,7 +456,7 @@ impl GpuStream {
             });
         }
         let entries = self.alloc::<u32>(max_entries)?;
-        let group = scatter_windows.clamp(1, windows);
+        let group = opts.scatter_windows.unwrap_or(SCATTER_WINDOWS).clamp(1, windows);
         for w_lo in (0..windows).step_by(group) {
             self.launch(
                 "msm_scatter",
@@ -455,7 +507,7 @@ impl GpuStream {
             pass,
             spill,
         ];
-        self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
+        self.launch(C::bucket_kernel(opts), grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "buckets");
         // one thread per bucket
         let args = [ends, nb, KernelArg::U32(chunk), KernelArg::U32(accumulate as u32), pass, out, spill];
@@ -515,6 +567,19 @@ impl Buckets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bucket kernel the context does not load would fail only when an MSM asks for it.
+    #[test]
+    fn every_g1_bucket_kernel_is_loaded_by_the_context() {
+        let loaded: Vec<&str> =
+            super::super::context::ENTRY_POINTS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
+        for kernel in G1BucketKernel::ALL {
+            assert!(loaded.contains(&kernel.entry()), "{kernel:?}: {} is not in ENTRY_POINTS", kernel.entry());
+        }
+        assert_eq!(G1::bucket_kernel(&MsmOptions::default()), G1BucketKernel::DEFAULT.entry());
+        let relaxed = MsmOptions { g1_buckets: Some(G1BucketKernel::Relaxed), ..Default::default() };
+        assert_eq!(G2::bucket_kernel(&relaxed), G2::BUCKETS, "G2 has one bucket kernel");
+    }
 
     /// `msm_scratch_bytes(len)` sizes the buckets with the window of `len` scalars, while an
     /// MSM picks its window from the nonzero scalars it finds (at most `len`): that is only a
