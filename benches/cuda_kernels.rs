@@ -167,9 +167,9 @@ fn main() {
                 if bits { "–" } else { sppark_msm(log_n) }.into(),
             );
             if !bits {
-                // Variants of the same MSM: the scatter's window groups (SCATTER_WINDOWS is the
-                // default above), and one pass where the default runs several (what the bounded
-                // scratch of passes costs).
+                // Variants of the same MSM: the scatter's window groups (the default is
+                // scatter_windows_for(c)), one pass where the default runs several (what the
+                // bounded scratch of passes costs), and the bucket phase's kernels and block sizes.
                 let mut variants = Vec::new();
                 if log_n >= 22 {
                     for group in [2usize, 4, 13] {
@@ -180,13 +180,13 @@ fn main() {
                 if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                     variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
                 }
-                // the bucket-phase kernels built with other field and call settings
                 if log_n >= 20 {
-                    for kernel in G1BucketKernel::ALL.into_iter().filter(|&k| k != G1BucketKernel::DEFAULT) {
-                        variants.push((
-                            format!("buckets {}", kernel.entry()),
-                            MsmOptions { g1_buckets: Some(kernel), ..opts },
-                        ));
+                    use G1BucketKernel::*;
+                    for (kernel, threads) in
+                        [(FiveBlocks, 128), (SixBlocks, 128), (FourBlocks, 64), (FourBlocks, 32), (FiveBlocks, 64)]
+                    {
+                        let variant = MsmOptions { g1_buckets: Some(kernel), bucket_threads: Some(threads), ..opts };
+                        variants.push((format!("buckets {} x{threads}", kernel.entry()), variant));
                     }
                 }
                 for (what, variant) in variants {

@@ -166,7 +166,7 @@ fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let n = 3000;
     let want = snarkpipe::math::msm::msm_g1(&bases[..n], &scalars[..n]);
     for c in 2..=20 {
-        // every window size, and scatter launches of 1 to 7 windows (the default is 1)
+        // every window size, and scatter launches of 1 to 7 windows
         let opts = MsmOptions { window_bits: Some(c), scatter_windows: Some(1 + c as usize % 7), ..Default::default() };
         let (got, _) = msm_g1_both(s, &bases[..n], &scalars[..n], opts);
         assert_eq!(got, want, "G1 MSM with {c}-bit windows");
@@ -241,8 +241,8 @@ fn check_msm_g1_edges(s: &GpuStream, rng: &mut ChaCha8Rng) {
     println!("G1 MSM edge cases (0, 1, r−1, identity, P/−P, repeats, bits): equal to blstrs");
 }
 
-/// Every G1 bucket-phase kernel (inlined, relaxed Fp, ...) against blstrs: random terms at
-/// several sizes and window sizes, the edge cases, and a twin with one changed scalar.
+/// Every G1 bucket-phase kernel, at every block size, against blstrs: random terms at several
+/// sizes and window sizes, the edge cases, and a twin with one changed scalar.
 fn check_g1_bucket_kernels(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let bases = random_points::<G1Projective>(1 << 18, rng);
     let scalars = random_scalars(1 << 18, rng);
@@ -250,19 +250,27 @@ fn check_g1_bucket_kernels(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let mut wrong = scalars[..4099].to_vec();
     wrong[4000] += Scalar::ONE;
     for kernel in G1BucketKernel::ALL {
-        let with =
-            |window_bits: Option<u32>| MsmOptions { g1_buckets: Some(kernel), window_bits, ..Default::default() };
-        for (n, c) in [(1usize, None), (100, None), (4099, None), (4099, Some(7)), (1 << 16, None), (1 << 18, Some(20))]
-        {
-            let (got, want) = msm_g1_both(s, &bases[..n], &scalars[..n], with(c));
-            assert_eq!(got, want, "G1 MSM of {n} random terms, window {c:?}, bucket kernel {kernel:?}");
+        for threads in [32u32, 64, 128] {
+            let with = |window_bits: Option<u32>| MsmOptions {
+                g1_buckets: Some(kernel),
+                bucket_threads: Some(threads),
+                window_bits,
+                ..Default::default()
+            };
+            let what = format!("bucket kernel {kernel:?} x{threads}");
+            for (n, c) in
+                [(1usize, None), (100, None), (4099, None), (4099, Some(7)), (1 << 16, None), (1 << 18, Some(20))]
+            {
+                let (got, want) = msm_g1_both(s, &bases[..n], &scalars[..n], with(c));
+                assert_eq!(got, want, "G1 MSM of {n} random terms, window {c:?}, {what}");
+            }
+            let (got, want) = msm_g1_both(s, &edge_bases, &edge_scalars, with(None));
+            assert_eq!(got, want, "G1 MSM edge cases, {what}");
+            let (got, _) = msm_g1_both(s, &bases[..4099], &wrong, with(None));
+            assert_ne!(got, snarkpipe::math::msm::msm_g1(&bases[..4099], &scalars[..4099]), "twin, {what}");
         }
-        let (got, want) = msm_g1_both(s, &edge_bases, &edge_scalars, with(None));
-        assert_eq!(got, want, "G1 MSM edge cases, bucket kernel {kernel:?}");
-        let (got, _) = msm_g1_both(s, &bases[..4099], &wrong, with(None));
-        assert_ne!(got, snarkpipe::math::msm::msm_g1(&bases[..4099], &scalars[..4099]), "twin, {kernel:?}");
     }
-    println!("G1 bucket kernels {:?}: equal to blstrs", G1BucketKernel::ALL);
+    println!("G1 bucket kernels {:?} at 32, 64 and 128 threads a block: equal to blstrs", G1BucketKernel::ALL);
 }
 
 fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
@@ -322,6 +330,7 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
                 pass_points: Some(pass),
                 scatter_windows: Some(1 + pass % 5),
                 g1_buckets: Some(G1BucketKernel::ALL[pass % G1BucketKernel::ALL.len()]),
+                bucket_threads: Some([32, 64, 128][pass % 3]),
             };
             let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
             assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");

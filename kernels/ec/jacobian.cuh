@@ -6,11 +6,8 @@
 #pragma once
 #include "../ff/bls12_381.cuh"
 
-// Point operations are calls on the device, so that each kernel stays small for ptxas (a G1
-// kernel file may define SNARKPIPE_INLINE_POINT_OPS before its includes to inline them).
-#if defined(__CUDA_ARCH__) && defined(SNARKPIPE_INLINE_POINT_OPS)
-#define EC_FN __device__ __forceinline__
-#elif defined(__CUDA_ARCH__)
+// Point operations are calls on the device, so that each kernel stays small for ptxas.
+#if defined(__CUDA_ARCH__)
 #define EC_FN __device__ __noinline__
 #else
 #define EC_FN inline

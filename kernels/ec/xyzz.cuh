@@ -81,11 +81,6 @@ struct xyzz_t {
         return o;
     }
 
-    // Every coordinate in [0, p): what a kernel with relaxed Fp (mont.cuh) stores.
-    HD xyzz_t canonical() const {
-        xyzz_t r; r.x = x.canonical(); r.y = y.canonical(); r.zz = zz.canonical(); r.zzz = zzz.canonical(); return r;
-    }
-
     // Jacobian (X', Y', Z') with Z' = ZZ·ZZZ: X' = X·ZZ·ZZZ², Y' = Y·ZZZ⁴ (uses ZZ³ = ZZZ²).
     EC_FN jacobian_t<F> to_jacobian() const {
         if (is_inf()) return jacobian_t<F>::inf();

@@ -35,7 +35,6 @@ struct fp2_t {
     HD bool is_zero() const { return c0.is_zero() && c1.is_zero(); }
     HD bool operator==(const fp2_t& o) const { return c0 == o.c0 && c1 == o.c1; }
     HD bool operator!=(const fp2_t& o) const { return !(*this == o); }
-    HD fp2_t canonical() const { fp2_t r; r.c0 = c0.canonical(); r.c1 = c1.canonical(); return r; }
     friend HD fp2_t operator+(const fp2_t& a, const fp2_t& b) { fp2_t r; r.c0 = a.c0 + b.c0; r.c1 = a.c1 + b.c1; return r; }
     friend HD fp2_t operator-(const fp2_t& a, const fp2_t& b) { fp2_t r; r.c0 = a.c0 - b.c0; r.c1 = a.c1 - b.c1; return r; }
     HD fp2_t operator-() const { fp2_t r; r.c0 = -c0; r.c1 = -c1; return r; }

@@ -146,7 +146,7 @@ def mul_rows_eo(n, p, start_with_carry=False):
     return rows, fin, inv
 
 
-def sim_mul_eo(n, p, a, b, swc=False, lazy=False):
+def sim_mul_eo(n, p, a, b, swc=False):
     rows, fin, _ = mul_rows_eo(n, p, swc)
     al, bl = limbs(a, n), limbs(b, n)
     regs = {'x%d' % k: random.getrandbits(32) for k in range(2 * n + 2)}  # garbage: row 0 writes first
@@ -160,8 +160,6 @@ def sim_mul_eo(n, p, a, b, swc=False, lazy=False):
     assert regs['rtop'] == 0
     tv = sum(regs['r%d' % j] << (32 * j) for j in range(n))
     assert tv < 2 * p
-    if lazy:
-        return tv
     regs2 = {'t%d' % j: regs['r%d' % j] for j in range(n)}
     run(sub_p(n, p), regs2)
     return tv if regs2['bw'] else sum(regs2['r%d' % j] << (32 * j) for j in range(n))
@@ -270,7 +268,6 @@ def sim_mul(n, p, a, b):
 
 
 def sim_add(n, p, a, b):
-    """a + b reduced below p; with p = 2·modulus, the relaxed addition (inputs and output < 2·modulus)."""
     al, bl = limbs(a, n), limbs(b, n)
     regs = {**{'a%d' % j: al[j] for j in range(n)}, **{'b%d' % j: bl[j] for j in range(n)}}
     run(add_ins(n), regs)
@@ -287,32 +284,8 @@ def sim_sub(n, p, a, b):
     return sum(regs['t%d' % j] << (32 * j) for j in range(n))
 
 
-def check_relaxed(count=1000):
-    """The relaxed Fp arithmetic (fp_*_relaxed): values are any representative in [0, 2p).
-    The multiplication skips the final subtraction: for a, b < 2p its CIOS result is below
-    a·b/R + p < 4p²/R + p < 1.41p (p/R < 0.102), so it stays < 2p. Addition and subtraction
-    work modulo 2p. Each result must be < 2p and congruent to the exact one."""
-    fails = 0
-    n, p = 12, FP
-    R = 2 ** (32 * n)
-    rinv = pow(R, -1, p)
-    edge = [0, 1, p - 1, p, p + 1, 2 * p - 1, 2 * p - 2, R % p, (R % p) + p, p // 2]
-    pairs = [(x, y) for x in edge for y in edge]
-    pairs += [(random.randrange(2 * p), random.randrange(2 * p)) for _ in range(count)]
-    for a, b in pairs:
-        for swc in (False, True):
-            r = sim_mul_eo(n, p, a, b, swc, lazy=True)
-            if r >= 2 * p or r % p != a * b * rinv % p: fails += 1; print('mul relaxed', hex(a), hex(b))
-        r = sim_add(n, 2 * p, a, b)
-        if r >= 2 * p or r % p != (a + b) % p: fails += 1; print('add relaxed', hex(a), hex(b))
-        r = sim_sub(n, 2 * p, a, b)
-        if r >= 2 * p or r % p != (a - b) % p: fails += 1; print('sub relaxed', hex(a), hex(b))
-    print('fp relaxed: %d cases checked' % len(pairs))
-    return fails
-
-
 def check(count=1000):
-    fails = check_relaxed(count)
+    fails = 0
     for n, p in ((8, FR), (12, FP)):
         R = 2 ** (32 * n)
         rinv = pow(R, -1, p)
@@ -362,7 +335,7 @@ def reg_map(**prefixes):
     return f
 
 
-def emit_mul_eo(fname, n, p, swc, lazy=False):
+def emit_mul_eo(fname, n, p, swc):
     rows, fin, inv = mul_rows_eo(n, p, swc)
     xs = ['x%d' % k for k in range(2 * n + 2)]
     out = ['__device__ __forceinline__ void %s(u32* r, const u32* a, const u32* b) {\n' % fname]
@@ -374,15 +347,9 @@ def emit_mul_eo(fname, n, p, swc, lazy=False):
         outs = [(x, '=r' if i == 0 else '+r') for x in xs]
         out.append('    // row %d\n' % i)
         out.append(emit_asm(ren, outs, a_names + ['b[%d]' % i], locals_=('m',)))
-    used = sorted({x for op in fin for x in op[2:] if isinstance(x, str) and x[0] == 'x'}, key=lambda x: int(x[1:]))
-    if lazy:
-        out.append('    // r = E + 2^32·O merged (< 2p), left unreduced\n')
-        fr = rename(fin, reg_map(r='r[%d]'))
-        out.append(emit_asm(fr, [('r[%d]' % j, '=r') for j in range(n)], used, locals_=('rtop',)))
-        out.append('}\n\n')
-        return ''.join(out)
     out.append('    // t = E + 2^32·O merged (< 2p), then subtract p unless that borrows\n')
     out.append('    u32 t[%d], s[%d], bw;\n' % (n, n))
+    used = sorted({x for op in fin for x in op[2:] if isinstance(x, str) and x[0] == 'x'}, key=lambda x: int(x[1:]))
     fr = rename(fin, reg_map(r='t[%d]'))  # the top limb 'rtop' is zero: a scratch register
     out.append(emit_asm(fr, [('t[%d]' % j, '=r') for j in range(n)], used, locals_=('rtop',)))
     sp = rename(sub_p(n, p), reg_map(t='t[%d]', r='s[%d]'))
@@ -424,24 +391,8 @@ def emit_field(name, n, p):
     for j in range(n):
         out.append('    r[%d] = bw ? %s : s[%d];\n' % (j, final[j], j))
     out.append('}\n\n')
-    out.append(emit_add_sub(name + '_add_ptx', name + '_sub_ptx', n, p))
-    return ''.join(out)
-
-
-def emit_relaxed_fp():
-    """Fp with values anywhere in [0, 2p) (see check_relaxed): multiplication without the final
-    subtraction, addition and subtraction modulo 2p."""
-    out = ['// fp relaxed: operands and results in [0, 2p), congruent mod p (mont.cuh, SNARKPIPE_FP_RELAXED)\n']
-    out.append(emit_mul_eo('fp_mul_relaxed', 12, FP, False, lazy=True))
-    out.append(emit_add_sub('fp_add_relaxed', 'fp_sub_relaxed', 12, 2 * FP))
-    return ''.join(out)
-
-
-def emit_add_sub(add_name, sub_name, n, p):
-    """Addition and subtraction modulo p (any p < 2^(32n-1): the field's modulus, or twice it)."""
-    out = []
     # addition: a + b < 2p < 2^(32n), then subtract p unless that borrows
-    out.append('__device__ __forceinline__ void %s(u32* r, const u32* a, const u32* b) {\n' % add_name)
+    out.append('__device__ __forceinline__ void %s_add_ptx(u32* r, const u32* a, const u32* b) {\n' % name)
     out.append('    u32 t[%d], s[%d], bw;\n' % (n, n))
     ai = rename(add_ins(n), reg_map(t='t[%d]', a='a[%d]', b='b[%d]'))
     out.append(emit_asm(ai, [('t[%d]' % j, '=r') for j in range(n)],
@@ -452,7 +403,7 @@ def emit_add_sub(add_name, sub_name, n, p):
         out.append('    r[%d] = bw ? t[%d] : s[%d];\n' % (j, j, j))
     out.append('}\n\n')
     # subtraction: a - b, plus p when that borrowed
-    out.append('__device__ __forceinline__ void %s(u32* r, const u32* a, const u32* b) {\n' % sub_name)
+    out.append('__device__ __forceinline__ void %s_sub_ptx(u32* r, const u32* a, const u32* b) {\n' % name)
     out.append('    u32 bw;\n')
     si = rename(sub_ins(n), reg_map(t='r[%d]', a='a[%d]', b='b[%d]'))
     out.append(emit_asm(si, [('r[%d]' % j, '=r') for j in range(n)] + [('bw', '=r')],
@@ -478,7 +429,7 @@ def main():
            '// BLS12-381 Fr and Fp; mont.cuh uses it under __CUDA_ARCH__.\n#pragma once\n\n')
     path = __file__.rsplit('/', 1)[0] + '/mont_ptx.cuh'
     with open(path, 'w') as f:
-        f.write(hdr + emit_field('fr', 8, FR) + emit_field('fp', 12, FP) + emit_relaxed_fp())
+        f.write(hdr + emit_field('fr', 8, FR) + emit_field('fp', 12, FP))
     print('wrote', path)
 
 

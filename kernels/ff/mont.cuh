@@ -13,11 +13,8 @@
 #endif
 
 // Fp multiplications are called, not inlined, on the device: inlining them into G2 formulas
-// makes ptxas run for many minutes. Fr multiplications stay inline (the NTT's hot loop). A kernel
-// file that defines SNARKPIPE_INLINE_FP_MUL before its includes inlines them (G1 kernels only).
-#if defined(__CUDA_ARCH__) && defined(SNARKPIPE_INLINE_FP_MUL)
-#define MUL_OUTLINED __device__ __forceinline__
-#elif defined(__CUDA_ARCH__)
+// makes ptxas run for many minutes. Fr multiplications stay inline (the NTT's hot loop).
+#if defined(__CUDA_ARCH__)
 #define MUL_OUTLINED __device__ __noinline__
 #else
 #define MUL_OUTLINED inline
@@ -44,64 +41,23 @@ template <> struct ptx_field<8> {
     static __device__ __forceinline__ void add(u32* r, const u32* a, const u32* b) { fr_add_ptx(r, a, b); }
     static __device__ __forceinline__ void sub(u32* r, const u32* a, const u32* b) { fr_sub_ptx(r, a, b); }
 };
-#if defined(SNARKPIPE_FP_RELAXED)
-// Relaxed Fp (a kernel file defines SNARKPIPE_FP_RELAXED before its includes): on the device a
-// value is any representative in [0, 2p). The multiplication skips its final subtraction (for
-// inputs < 2p its result is < 1.41p, see gen_mont_ptx.py), addition and subtraction work modulo
-// 2p; is_zero, == and negation below account for it, and canonical() maps to [0, p). Values
-// leave such a kernel only through canonical().
-template <> struct ptx_field<12> {
-    static __device__ __forceinline__ void mul(u32* r, const u32* a, const u32* b) { fp_mul_relaxed(r, a, b); }
-    static __device__ __forceinline__ void add(u32* r, const u32* a, const u32* b) { fp_add_relaxed(r, a, b); }
-    static __device__ __forceinline__ void sub(u32* r, const u32* a, const u32* b) { fp_sub_relaxed(r, a, b); }
-};
-#else
 template <> struct ptx_field<12> {
     static __device__ __forceinline__ void mul(u32* r, const u32* a, const u32* b) { FP_MUL_PTX(r, a, b); }
     static __device__ __forceinline__ void add(u32* r, const u32* a, const u32* b) { fp_add_ptx(r, a, b); }
     static __device__ __forceinline__ void sub(u32* r, const u32* a, const u32* b) { fp_sub_ptx(r, a, b); }
 };
 #endif
-#endif
-
-#if defined(__CUDA_ARCH__) && defined(SNARKPIPE_FP_RELAXED)
-#define FP_RELAXED_HERE true
-#else
-#define FP_RELAXED_HERE false
-#endif
 
 // P: modulus, ONE: R mod P, R2: R^2 mod P, INV: -P^-1 mod 2^32.
 template <int N, const u32* (*P)(), u32 INV>
 struct mont_t {
     u32 l[N];
-    // Whether this code holds values in [0, 2P) rather than [0, P) (Fp on the device under
-    // SNARKPIPE_FP_RELAXED).
-    static constexpr bool relaxed = FP_RELAXED_HERE && N == 12;
 
     static HD mont_t zero() { mont_t r; for (int i = 0; i < N; i++) r.l[i] = 0; return r; }
     static HD mont_t modulus() { mont_t r; const u32* p = P(); for (int i = 0; i < N; i++) r.l[i] = p[i]; return r; }
 
-    HD bool is_zero() const {
-        u32 acc = 0;
-        for (int i = 0; i < N; i++) acc |= l[i];
-        if (!relaxed) return acc == 0;
-        const u32* p = P();  // 0 and P are the two relaxed representatives of zero
-        u32 at_p = 0;
-        for (int i = 0; i < N; i++) at_p |= l[i] ^ p[i];
-        return acc == 0 || at_p == 0;
-    }
-    // The representative in [0, P) (the value itself unless relaxed).
-    HD mont_t canonical() const {
-        mont_t r = *this;
-        if (relaxed) reduce_once(r.l, 0);
-        return r;
-    }
-    HD bool operator==(const mont_t& o) const {
-        const mont_t a = canonical(), b = o.canonical();
-        u32 acc = 0;
-        for (int i = 0; i < N; i++) acc |= a.l[i] ^ b.l[i];
-        return acc == 0;
-    }
+    HD bool is_zero() const { u32 acc = 0; for (int i = 0; i < N; i++) acc |= l[i]; return acc == 0; }
+    HD bool operator==(const mont_t& o) const { u32 acc = 0; for (int i = 0; i < N; i++) acc |= l[i] ^ o.l[i]; return acc == 0; }
     HD bool operator!=(const mont_t& o) const { return !(*this == o); }
 
     // r = a - b over N limbs, returns the borrow.
@@ -162,7 +118,6 @@ struct mont_t {
         return a;
     }
     HD mont_t operator-() const {
-        if (relaxed) return zero() - *this;  // 2P - x, or 0
         if (is_zero()) return *this;
         mont_t r;
         sub_raw(r.l, P(), l);

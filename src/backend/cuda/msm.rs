@@ -48,61 +48,55 @@ pub struct MsmOptions {
     /// passes over few points.
     pub pass_points: Option<usize>,
     /// Windows whose bucket entries one scatter launch writes; `None` means
-    /// [`SCATTER_WINDOWS`].
+    /// [`scatter_windows_for`] the window size.
     pub scatter_windows: Option<usize>,
     /// The G1 bucket-phase kernel; `None` means [`G1BucketKernel::DEFAULT`]. G2 MSMs ignore it.
     pub g1_buckets: Option<G1BucketKernel>,
+    /// Threads per block of the bucket phase; `None` means 128.
+    pub bucket_threads: Option<u32>,
 }
 
-/// The G1 bucket-phase kernels the crate embeds: the same loop (kernels/msm/buckets.cuh) built
-/// with different field and point-operation settings, which the kernel bench times against
-/// each other on the same MSM.
+/// The G1 bucket-phase kernels the crate embeds: the same loop (`bucket_chunks` in
+/// kernels/msm/msm.cu) compiled for more or fewer registers, that is for fewer or more warps
+/// per SM. The kernel bench times them against each other on the same MSM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum G1BucketKernel {
-    /// Fp multiplications and point operations are calls (kernels/msm/msm.cu).
-    Called,
-    /// Multiplications inlined into called point operations (g1_buckets_inline_mul.cu).
-    InlineMul,
-    /// Multiplications and point operations inlined (g1_buckets_inline.cu).
-    Inline,
-    /// As `Inline`, capped at three 128-thread blocks' worth of registers per SM.
-    InlineCapped,
-    /// Relaxed Fp, values in [0, 2p): no final subtraction after a multiplication
-    /// (g1_buckets_relaxed.cu).
-    Relaxed,
-    /// Relaxed Fp with everything inlined (g1_buckets_relaxed_inline.cu).
-    RelaxedInline,
+    /// As many registers as ptxas wants (108): four 128-thread blocks per SM.
+    FourBlocks,
+    /// At most 96 registers: five 128-thread blocks per SM.
+    FiveBlocks,
+    /// At most 80 registers: six 128-thread blocks per SM.
+    SixBlocks,
 }
 
 impl G1BucketKernel {
-    pub const DEFAULT: G1BucketKernel = G1BucketKernel::Called;
-    pub const ALL: [G1BucketKernel; 6] = [
-        G1BucketKernel::Called,
-        G1BucketKernel::InlineMul,
-        G1BucketKernel::Inline,
-        G1BucketKernel::InlineCapped,
-        G1BucketKernel::Relaxed,
-        G1BucketKernel::RelaxedInline,
-    ];
+    pub const DEFAULT: G1BucketKernel = G1BucketKernel::FourBlocks;
+    pub const ALL: [G1BucketKernel; 3] =
+        [G1BucketKernel::FourBlocks, G1BucketKernel::FiveBlocks, G1BucketKernel::SixBlocks];
 
     /// The kernel's entry point.
     pub fn entry(self) -> &'static str {
         match self {
-            G1BucketKernel::Called => "msm_g1_buckets",
-            G1BucketKernel::InlineMul => "msm_g1_buckets_inline_mul",
-            G1BucketKernel::Inline => "msm_g1_buckets_inline",
-            G1BucketKernel::InlineCapped => "msm_g1_buckets_inline_b3",
-            G1BucketKernel::Relaxed => "msm_g1_buckets_relaxed",
-            G1BucketKernel::RelaxedInline => "msm_g1_buckets_relaxed_inline",
+            G1BucketKernel::FourBlocks => "msm_g1_buckets",
+            G1BucketKernel::FiveBlocks => "msm_g1_buckets_b5",
+            G1BucketKernel::SixBlocks => "msm_g1_buckets_b6",
         }
     }
 }
 
-/// Windows per scatter launch: few enough that the bucket cursors being advanced stay in L2
-/// while the entries are written (msm_scatter in kernels/msm/msm.cu). Measured on an H200
-/// (kernel bench, G1 2^24 / 2^26 random): 13 windows a launch 133.6 / 507.8 ms, 4: 129.8 /
-/// 484.0, 2: 128.4 / 480.2, 1: 127.6 / 477.2.
-pub const SCATTER_WINDOWS: usize = 1;
+/// The bucket cursors one scatter launch advances at most, in bytes. Fewer than that stay in
+/// L2 while the entries are written (msm_scatter in kernels/msm/msm.cu). Measured on an H200
+/// (kernel bench, G1 2^24 / 2^26 random, c = 20, 2 MiB of cursors a window): 13 windows a
+/// launch 133.6 / 507.8 ms, 4: 129.8 / 484.0, 2: 128.4 / 480.2, 1: 127.6 / 477.2.
+pub const SCATTER_CURSOR_BYTES: usize = 2 << 20;
+
+/// Windows per scatter launch for `c`-bit windows: as many as keep the cursors being advanced
+/// (4 bytes for each of a window's 2^(c-1) buckets) within [`SCATTER_CURSOR_BYTES`]. Each
+/// launch reads every scalar of the pass, so small windows go in few launches: one window a
+/// launch at c = 20, sixteen at c = 16 (a bits-profile MSM's window).
+pub fn scatter_windows_for(c: u32) -> usize {
+    (SCATTER_CURSOR_BYTES >> (c + 1)).max(1)
+}
 
 /// The scratch one MSM of `len` points allocates on the device at most, in bytes: per point
 /// of a pass, its canonical scalar, a 0/1 index, one bucket entry per window and the chunk
@@ -456,7 +450,7 @@ impl GpuStream {
             });
         }
         let entries = self.alloc::<u32>(max_entries)?;
-        let group = opts.scatter_windows.unwrap_or(SCATTER_WINDOWS).clamp(1, windows);
+        let group = opts.scatter_windows.unwrap_or_else(|| scatter_windows_for(c)).clamp(1, windows);
         for w_lo in (0..windows).step_by(group) {
             self.launch(
                 "msm_scatter",
@@ -507,7 +501,8 @@ impl GpuStream {
             pass,
             spill,
         ];
-        self.launch(C::bucket_kernel(opts), grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
+        let threads = opts.bucket_threads.unwrap_or(CURVE_THREADS).clamp(32, CURVE_THREADS);
+        self.launch(C::bucket_kernel(opts), grid(chunks, threads), threads, &args)?;
         timer.mark(self, "buckets");
         // one thread per bucket
         let args = [ends, nb, KernelArg::U32(chunk), KernelArg::U32(accumulate as u32), pass, out, spill];
@@ -568,6 +563,18 @@ impl Buckets {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_scatter_launch_advances_at_most_its_cursor_budget() {
+        assert_eq!(scatter_windows_for(20), 1, "c = 20: 2 MiB of cursors a window");
+        assert_eq!(scatter_windows_for(16), 16);
+        for c in 2..=20u32 {
+            let group = scatter_windows_for(c);
+            let cursors = group << (c - 1);
+            assert!(group == 1 || 4 * cursors <= SCATTER_CURSOR_BYTES, "c = {c}: {group} windows");
+            assert!(4 * (cursors << 1) > SCATTER_CURSOR_BYTES, "c = {c}: twice {group} windows would fit too");
+        }
+    }
+
     /// A bucket kernel the context does not load would fail only when an MSM asks for it.
     #[test]
     fn every_g1_bucket_kernel_is_loaded_by_the_context() {
@@ -577,8 +584,9 @@ mod tests {
             assert!(loaded.contains(&kernel.entry()), "{kernel:?}: {} is not in ENTRY_POINTS", kernel.entry());
         }
         assert_eq!(G1::bucket_kernel(&MsmOptions::default()), G1BucketKernel::DEFAULT.entry());
-        let relaxed = MsmOptions { g1_buckets: Some(G1BucketKernel::Relaxed), ..Default::default() };
-        assert_eq!(G2::bucket_kernel(&relaxed), G2::BUCKETS, "G2 has one bucket kernel");
+        let six = MsmOptions { g1_buckets: Some(G1BucketKernel::SixBlocks), ..Default::default() };
+        assert_eq!(G1::bucket_kernel(&six), "msm_g1_buckets_b6");
+        assert_eq!(G2::bucket_kernel(&six), G2::BUCKETS, "G2 has one bucket kernel");
     }
 
     /// `msm_scratch_bytes(len)` sizes the buckets with the window of `len` scalars, while an
