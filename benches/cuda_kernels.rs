@@ -10,7 +10,7 @@ use group::{Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, G1BucketKernel, GpuContext, GpuStream, MsmOptions, ProbeField};
+use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions, ProbeField};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -169,7 +169,7 @@ fn main() {
             if !bits {
                 // Variants of the same MSM: the scatter's window groups (the default is
                 // scatter_windows_for(c)), one pass where the default runs several (what the
-                // bounded scratch of passes costs), and the bucket phase's kernels and block sizes.
+                // bounded scratch of passes costs).
                 let mut variants = Vec::new();
                 if log_n >= 22 {
                     for group in [2usize, 4, 13] {
@@ -180,22 +180,13 @@ fn main() {
                 if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                     variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
                 }
-                if log_n >= 20 {
-                    use G1BucketKernel::*;
-                    for (kernel, threads) in
-                        [(FiveBlocks, 128), (SixBlocks, 128), (FourBlocks, 64), (FourBlocks, 32), (FiveBlocks, 64)]
-                    {
-                        let variant = MsmOptions { g1_buckets: Some(kernel), bucket_threads: Some(threads), ..opts };
-                        variants.push((format!("buckets {} x{threads}", kernel.entry()), variant));
-                    }
-                }
                 for (what, variant) in variants {
                     let mut result = None;
                     let ms = time_ms(3, || {
                         result = Some(s.msm_g1(&g1_bases, &ds, n, variant).unwrap());
                     });
                     // every variant must give the default's result (tests/cuda_kernels.rs checks
-                    // the default, and each bucket kernel at smaller sizes, against blstrs)
+                    // the variants' options at smaller sizes against blstrs)
                     let same = result == default_result;
                     row(
                         format!("G1 MSM 2^{log_n} {profile}, {what}"),

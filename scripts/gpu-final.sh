@@ -11,7 +11,7 @@
 #   sweep  whole partitions at 2^20..2^25 on GPU 0 (SWEEP sizes), verified
 #   kernels the kernel bench with its floors, up to 2^26
 # STAGING (copy or in-place) picks the bench's staging (STAGING27 at 2^27); EXTRA is appended to
-# every bench's flags (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU). Each step gets what is left of the
+# every bench's flags, EXTRA27 to the s27 step's (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU). Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
 # Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench (cargo bench --no-run).
 set -uo pipefail
@@ -49,7 +49,7 @@ for s in ${STEPS:-tests s24 s26}; do
          # pooled copies on a 128 GB host; two witnesses (W27) shared by the stream.
          (staging=${STAGING27:-in-place}; bench s27 300 --devices 0 --keys random --witness bits --log-n 27 \
            --partitions "${P27:-6}" --workers 2 --in-flight "${IN27:-2}" --witnesses "${W27:-2}" \
-           --trace "$out/s27.trace.json") ;;
+           --trace "$out/s27.trace.json" ${EXTRA27:-}) ;;
     soak) bench soak 120 --devices all --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7 ;;
     sweep) # whole partitions at 2^20..2^25 on GPU 0, verified (SWEEP: the sizes)
       for k in ${SWEEP:-20 21 22 23 25}; do

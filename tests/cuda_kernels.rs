@@ -11,7 +11,7 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, G1BucketKernel, GpuContext, GpuStream, MsmOptions};
+use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions};
 use snarkpipe::circuit::{Density, PackedDensity};
 use snarkpipe::math::{domain::Domain, ntt, quotient};
 
@@ -76,7 +76,6 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_quotient(&s, &mut rng);
     check_msm_g1(&s, &mut rng);
     check_msm_g1_edges(&s, &mut rng);
-    check_g1_bucket_kernels(&s, &mut rng);
     check_msm_g2(&s, &mut rng);
     check_msm_passes(&s, &mut rng);
     check_select(&s, &mut rng);
@@ -179,9 +178,7 @@ fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
     println!("G1 MSM random 1..2^22, windows 2..20: equal to blstrs");
 }
 
-/// 5000 terms with the edge cases every tenth term: scalars 0, 1 and r−1, identity points, P and
-/// −P with one scalar (one bucket), a repeated point.
-fn edge_case_terms(rng: &mut ChaCha8Rng) -> (Vec<G1Affine>, Vec<Scalar>) {
+fn check_msm_g1_edges(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let n = 5000;
     let mut bases = random_points::<G1Projective>(n, rng);
     let mut scalars = random_scalars(n, rng);
@@ -200,11 +197,6 @@ fn edge_case_terms(rng: &mut ChaCha8Rng) -> (Vec<G1Affine>, Vec<Scalar>) {
             scalars[i] = scalars[i - 1];
         }
     }
-    (bases, scalars)
-}
-
-fn check_msm_g1_edges(s: &GpuStream, rng: &mut ChaCha8Rng) {
-    let (bases, scalars) = edge_case_terms(rng);
     for fast in [false, true] {
         let (got, want) = msm_g1_both(s, &bases, &scalars, MsmOptions { ones_fast_path: fast, ..Default::default() });
         assert_eq!(got, want, "G1 MSM edge cases (fast path {fast})");
@@ -239,38 +231,6 @@ fn check_msm_g1_edges(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let (got, want) = msm_g1_both(s, &bases[..100], &ones, MsmOptions { ones_fast_path: true, ..Default::default() });
     assert_eq!(got, want, "G1 MSM all ones");
     println!("G1 MSM edge cases (0, 1, r−1, identity, P/−P, repeats, bits): equal to blstrs");
-}
-
-/// Every G1 bucket-phase kernel, at every block size, against blstrs: random terms at several
-/// sizes and window sizes, the edge cases, and a twin with one changed scalar.
-fn check_g1_bucket_kernels(s: &GpuStream, rng: &mut ChaCha8Rng) {
-    let bases = random_points::<G1Projective>(1 << 18, rng);
-    let scalars = random_scalars(1 << 18, rng);
-    let (edge_bases, edge_scalars) = edge_case_terms(rng);
-    let mut wrong = scalars[..4099].to_vec();
-    wrong[4000] += Scalar::ONE;
-    for kernel in G1BucketKernel::ALL {
-        for threads in [32u32, 64, 128] {
-            let with = |window_bits: Option<u32>| MsmOptions {
-                g1_buckets: Some(kernel),
-                bucket_threads: Some(threads),
-                window_bits,
-                ..Default::default()
-            };
-            let what = format!("bucket kernel {kernel:?} x{threads}");
-            for (n, c) in
-                [(1usize, None), (100, None), (4099, None), (4099, Some(7)), (1 << 16, None), (1 << 18, Some(20))]
-            {
-                let (got, want) = msm_g1_both(s, &bases[..n], &scalars[..n], with(c));
-                assert_eq!(got, want, "G1 MSM of {n} random terms, window {c:?}, {what}");
-            }
-            let (got, want) = msm_g1_both(s, &edge_bases, &edge_scalars, with(None));
-            assert_eq!(got, want, "G1 MSM edge cases, {what}");
-            let (got, _) = msm_g1_both(s, &bases[..4099], &wrong, with(None));
-            assert_ne!(got, snarkpipe::math::msm::msm_g1(&bases[..4099], &scalars[..4099]), "twin, {what}");
-        }
-    }
-    println!("G1 bucket kernels {:?} at 32, 64 and 128 threads a block: equal to blstrs", G1BucketKernel::ALL);
 }
 
 fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
@@ -329,8 +289,6 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
                 ones_fast_path: fast,
                 pass_points: Some(pass),
                 scatter_windows: Some(1 + pass % 5),
-                g1_buckets: Some(G1BucketKernel::ALL[pass % G1BucketKernel::ALL.len()]),
-                bucket_threads: Some([32, 64, 128][pass % 3]),
             };
             let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
             assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");

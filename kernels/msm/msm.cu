@@ -313,16 +313,3 @@ __device__ __forceinline__ void sum_points(const affine_t<F>* bases, const u32* 
 
 MSM_CURVE(g1, fp_t)
 MSM_CURVE(g2, fp2_t)
-
-// The G1 bucket phase with fewer registers, so that more warps share an SM (msm_g1_buckets:
-// 108 registers, four 128-thread blocks an SM): at least five blocks (96 registers, 12 bytes of
-// spills) or six (80 registers, 20 bytes of spills). The kernel bench times them against the
-// default (MsmOptions::g1_buckets).
-#define MSM_G1_BUCKETS_MIN_BLOCKS(NAME, BLOCKS)                                                                \
-    extern "C" __global__ void __launch_bounds__(128, BLOCKS)                                                 \
-        NAME(const affine_t<fp_t>* bases, const u32* entries, const u32* ends, u32 nb, u32 total, u32 chunk,   \
-             xyzz_t<fp_t>* buckets, xyzz_t<fp_t>* spills) {                                                   \
-        bucket_chunks<fp_t>(bases, entries, ends, nb, total, chunk, buckets, spills);                          \
-    }
-MSM_G1_BUCKETS_MIN_BLOCKS(msm_g1_buckets_b5, 5)
-MSM_G1_BUCKETS_MIN_BLOCKS(msm_g1_buckets_b6, 6)

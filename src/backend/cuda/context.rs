@@ -30,7 +30,7 @@ pub(crate) struct EmbeddedModule {
 pub(crate) const MODULES: &[EmbeddedModule] = include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 
 /// Every `extern "C" __global__` entry point of kernels/, by module.
-pub(crate) const ENTRY_POINTS: &[(&str, &[&str])] = &[
+const ENTRY_POINTS: &[(&str, &[&str])] = &[
     (
         "ntt",
         &[
@@ -57,8 +57,6 @@ pub(crate) const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "msm_scan_totals",
             "msm_scan_add",
             "msm_g1_buckets",
-            "msm_g1_buckets_b5",
-            "msm_g1_buckets_b6",
             "msm_g1_bucket_fixup",
             "msm_g1_to_jacobian",
             "msm_g1_window_segments",

@@ -50,44 +50,14 @@ pub struct MsmOptions {
     /// Windows whose bucket entries one scatter launch writes; `None` means
     /// [`scatter_windows_for`] the window size.
     pub scatter_windows: Option<usize>,
-    /// The G1 bucket-phase kernel; `None` means [`G1BucketKernel::DEFAULT`]. G2 MSMs ignore it.
-    pub g1_buckets: Option<G1BucketKernel>,
-    /// Threads per block of the bucket phase; `None` means 128.
-    pub bucket_threads: Option<u32>,
-}
-
-/// The G1 bucket-phase kernels the crate embeds: the same loop (`bucket_chunks` in
-/// kernels/msm/msm.cu) compiled for more or fewer registers, that is for fewer or more warps
-/// per SM. The kernel bench times them against each other on the same MSM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum G1BucketKernel {
-    /// As many registers as ptxas wants (108): four 128-thread blocks per SM.
-    FourBlocks,
-    /// At most 96 registers: five 128-thread blocks per SM.
-    FiveBlocks,
-    /// At most 80 registers: six 128-thread blocks per SM.
-    SixBlocks,
-}
-
-impl G1BucketKernel {
-    pub const DEFAULT: G1BucketKernel = G1BucketKernel::FourBlocks;
-    pub const ALL: [G1BucketKernel; 3] =
-        [G1BucketKernel::FourBlocks, G1BucketKernel::FiveBlocks, G1BucketKernel::SixBlocks];
-
-    /// The kernel's entry point.
-    pub fn entry(self) -> &'static str {
-        match self {
-            G1BucketKernel::FourBlocks => "msm_g1_buckets",
-            G1BucketKernel::FiveBlocks => "msm_g1_buckets_b5",
-            G1BucketKernel::SixBlocks => "msm_g1_buckets_b6",
-        }
-    }
 }
 
 /// The bucket cursors one scatter launch advances at most, in bytes. Fewer than that stay in
 /// L2 while the entries are written (msm_scatter in kernels/msm/msm.cu). Measured on an H200
 /// (kernel bench, G1 2^24 / 2^26 random, c = 20, 2 MiB of cursors a window): 13 windows a
-/// launch 133.6 / 507.8 ms, 4: 129.8 / 484.0, 2: 128.4 / 480.2, 1: 127.6 / 477.2.
+/// launch 133.6 / 507.8 ms, 4: 129.8 / 484.0, 2: 128.4 / 480.2, 1: 127.6 / 477.2. One window a
+/// launch whatever the window size cost the bits profile (c = 16: 128 KiB a window) its
+/// thirteen-fold reading of the scalars: G1 2^26 bits 54.4 → 79.9 ms; with this bound 55.6 ms.
 pub const SCATTER_CURSOR_BYTES: usize = 2 << 20;
 
 /// Windows per scatter launch for `c`-bit windows: as many as keep the cursors being advanced
@@ -145,10 +115,6 @@ pub trait MsmCurve {
     const SUM_POINTS: &'static str;
     const TO_JACOBIAN: &'static str;
     fn to_projective(p: &Self::Jacobian) -> Self::Projective;
-    /// The bucket-phase kernel `opts` asks for.
-    fn bucket_kernel(_opts: &MsmOptions) -> &'static str {
-        Self::BUCKETS
-    }
 }
 
 /// G1 of BLS12-381.
@@ -173,9 +139,6 @@ impl MsmCurve for G1 {
     const TO_JACOBIAN: &'static str = "msm_g1_to_jacobian";
     fn to_projective(p: &G1Jacobian) -> G1Projective {
         G1Projective::from_raw_unchecked(fp(&p.0[0..6]), fp(&p.0[6..12]), fp(&p.0[12..18]))
-    }
-    fn bucket_kernel(opts: &MsmOptions) -> &'static str {
-        opts.g1_buckets.unwrap_or(G1BucketKernel::DEFAULT).entry()
     }
 }
 
@@ -501,8 +464,7 @@ impl GpuStream {
             pass,
             spill,
         ];
-        let threads = opts.bucket_threads.unwrap_or(CURVE_THREADS).clamp(32, CURVE_THREADS);
-        self.launch(C::bucket_kernel(opts), grid(chunks, threads), threads, &args)?;
+        self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "buckets");
         // one thread per bucket
         let args = [ends, nb, KernelArg::U32(chunk), KernelArg::U32(accumulate as u32), pass, out, spill];
@@ -573,20 +535,6 @@ mod tests {
             assert!(group == 1 || 4 * cursors <= SCATTER_CURSOR_BYTES, "c = {c}: {group} windows");
             assert!(4 * (cursors << 1) > SCATTER_CURSOR_BYTES, "c = {c}: twice {group} windows would fit too");
         }
-    }
-
-    /// A bucket kernel the context does not load would fail only when an MSM asks for it.
-    #[test]
-    fn every_g1_bucket_kernel_is_loaded_by_the_context() {
-        let loaded: Vec<&str> =
-            super::super::context::ENTRY_POINTS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
-        for kernel in G1BucketKernel::ALL {
-            assert!(loaded.contains(&kernel.entry()), "{kernel:?}: {} is not in ENTRY_POINTS", kernel.entry());
-        }
-        assert_eq!(G1::bucket_kernel(&MsmOptions::default()), G1BucketKernel::DEFAULT.entry());
-        let six = MsmOptions { g1_buckets: Some(G1BucketKernel::SixBlocks), ..Default::default() };
-        assert_eq!(G1::bucket_kernel(&six), "msm_g1_buckets_b6");
-        assert_eq!(G2::bucket_kernel(&six), G2::BUCKETS, "G2 has one bucket kernel");
     }
 
     /// `msm_scratch_bytes(len)` sizes the buckets with the window of `len` scalars, while an
