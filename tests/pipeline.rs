@@ -533,3 +533,62 @@ fn only_the_oldest_partition_in_flight_is_marked_urgent_and_the_marks_follow_adm
     prover.shutdown(Shutdown::Drain);
     assert_nothing_held(&prover);
 }
+
+/// Two workers, two partitions in flight: an older partition with long MSMs and a younger,
+/// tiny one on the other worker. The younger one's results must come back, and its memory go
+/// back to the budget, while the older one's MSMs still run. (With one device-to-host copy
+/// stream for every worker, its copy queued behind the older partition's wait for its MSMs:
+/// the two finished together, and the next admission waited for both, leaving the GPU idle.)
+#[test]
+fn a_younger_partition_s_results_do_not_wait_for_an_older_partition_s_msms() {
+    let slow_spec = SyntheticSpec {
+        log_n: 14,
+        num_inputs: 4,
+        profile: WitnessProfile::Random,
+        keys: KeyKind::Random,
+        seed: fresh_seed(),
+    };
+    let fast_spec = spec(4, fresh_seed());
+    let (slow_key, fast_key) = (slow_spec.proving_key().unwrap(), fast_spec.proving_key().unwrap());
+    let (slow_witness, fast_witness) = (partitions(&slow_spec, 1), partitions(&fast_spec, 1));
+    for attempt in 0..3 {
+        let prover = cpu_prover(2, 2);
+        let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+        let slow = prover.submit(ProofRequest::new(slow_key.clone(), slow_witness.clone(), &mut rng)).unwrap();
+        // The younger partition comes once the older one's results copy is queued (the dtoh
+        // actor's span), as on a GPU, where every stage queues its work at once.
+        let queued = std::time::Instant::now();
+        while !prover.timeline().snapshot().spans.iter().any(|s| s.stage == Stage::Dtoh && !s.track.is_device()) {
+            assert!(queued.elapsed().as_secs() < 60, "the older partition's results copy was never queued");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let fast = prover.submit(ProofRequest::new(fast_key.clone(), fast_witness.clone(), &mut rng)).unwrap();
+        let fast_proof = fast.wait().unwrap();
+        slow.wait().unwrap();
+        assert!(groth16::verify(&fast_key.prepared_vk(), &fast_proof[0], fast_witness[0].public_inputs()).unwrap());
+        let timeline = prover.timeline().snapshot();
+        let end_of = |stage: Stage, log_n: u32, device: bool| {
+            let partitions: BTreeSet<usize> = timeline
+                .spans
+                .iter()
+                .filter(|s| s.stage == Stage::Budget && s.args.get("log_n") == Some(&log_n.into()))
+                .map(|s| s.partition)
+                .collect();
+            timeline
+                .spans
+                .iter()
+                .filter(|s| s.stage == stage && s.track.is_device() == device && partitions.contains(&s.partition))
+                .map(|s| s.end_s)
+                .fold(f64::NAN, f64::max)
+        };
+        let slow_msms_end = end_of(Stage::Msm, 14, true);
+        let fast_done = end_of(Stage::Assemble, 4, false);
+        eprintln!("attempt {attempt}: the small partition assembled at {fast_done:.3} s, the large one's MSMs ended at {slow_msms_end:.3} s");
+        assert!(fast_done.is_finite() && slow_msms_end.is_finite(), "spans missing from the timeline");
+        if fast_done < slow_msms_end {
+            assert_nothing_held(&prover);
+            return;
+        }
+    }
+    panic!("the younger partition finished only after the older one's MSMs, three times");
+}

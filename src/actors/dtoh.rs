@@ -1,5 +1,5 @@
-//! The device-to-host actor: queues the copy of the MSM results on the download stream once
-//! the partition's MSMs are done.
+//! The device-to-host actor: queues the copy of the MSM results on its worker's download
+//! stream once the partition's MSMs are done.
 
 use super::htod::missing;
 use super::messages::PartitionJob;
@@ -15,7 +15,7 @@ impl StageLogic for Collection {
     const STAGE: Stage = Stage::Dtoh;
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
-        let stream = job.pipeline.copy_out.clone();
+        let stream = job.pipeline.copy_out[job.worker].clone();
         job.used(&stream);
         stream.wait_event(job.msm_done.as_ref().ok_or_else(|| missing("MSM event"))?)?;
         let buffers = job.buffers.as_ref().ok_or_else(|| missing("device buffers"))?;

@@ -108,7 +108,10 @@ pub struct DevicePipeline {
     pub budget: MemoryBudget,
     pub pool: PinnedPool,
     pub copy_in: Arc<dyn DeviceStream>,
-    pub copy_out: Arc<dyn DeviceStream>,
+    /// Per worker, the stream its partitions' results come back on. One per worker, not per
+    /// device: a copy waits for its partition's MSMs, and on a shared stream a partition that
+    /// finished early waited behind an older one still running on the other worker.
+    pub copy_out: Vec<Arc<dyn DeviceStream>>,
     pub compute: Vec<Arc<dyn DeviceStream>>,
     /// Per worker, the copy stream a streamed key's chunks go up on (so they overlap the
     /// worker's MSMs without holding up other partitions' uploads).
@@ -148,7 +151,9 @@ impl DevicePipeline {
         let ordinal = device.info().ordinal;
         let workers = workers.max(1);
         let copy_in = device.new_stream("htod", timeline.clone())?;
-        let copy_out = device.new_stream("dtoh", timeline.clone())?;
+        let copy_out = (0..workers)
+            .map(|w| device.new_stream(&format!("dtoh{w}"), timeline.clone()))
+            .collect::<Result<Vec<_>>>()?;
         let compute = (0..workers)
             .map(|w| device.new_stream(&format!("compute{w}"), timeline.clone()))
             .collect::<Result<Vec<_>>>()?;
