@@ -535,8 +535,8 @@ fn only_the_oldest_partition_in_flight_is_marked_urgent_and_the_marks_follow_adm
 }
 
 /// Two workers, two partitions in flight: an older partition with long MSMs and a younger,
-/// tiny one on the other worker. The younger one's results must come back, and its memory go
-/// back to the budget, while the older one's MSMs still run. (With one device-to-host copy
+/// tiny one on the other worker. The younger one's results must come back, and its proof be
+/// assembled (which returns its memory to the budget), while the older one's MSMs still run. (With one device-to-host copy
 /// stream for every worker, its copy queued behind the older partition's wait for its MSMs:
 /// the two finished together, and the next admission waited for both, leaving the GPU idle.)
 #[test]
