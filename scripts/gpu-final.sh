@@ -14,6 +14,8 @@
 # every bench's flags, EXTRA27 to the s27 step's (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU). Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
 # Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench (cargo bench --no-run).
+# The CUDA test executables and binaries together pass the 64 MiB a device call carries; pack
+# them (tar czf .gpu-z/b.tgz .gpu: about 16 MB), carry .gpu-z and unpack first (tar xzf .gpu-z/b.tgz).
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 log=$out/final.log
