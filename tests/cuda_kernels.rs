@@ -11,7 +11,7 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions};
+use snarkpipe::backend::cuda::{cuda_available, FpArithmetic, GpuContext, GpuStream, MsmOptions};
 use snarkpipe::circuit::{Density, PackedDensity};
 use snarkpipe::math::{domain::Domain, ntt, quotient};
 
@@ -66,9 +66,11 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     let pts2 = random_points::<G2Projective>(64, &mut rng);
     let sc = random_scalars(64, &mut rng);
     for fast in [false, true] {
-        let opts = MsmOptions { ones_fast_path: fast, ..Default::default() };
-        s.msm_g1(&s.upload(&pts).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
-        s.msm_g2(&s.upload(&pts2).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
+        for fp_arithmetic in FpArithmetic::ALL {
+            let opts = MsmOptions { ones_fast_path: fast, fp_arithmetic, ..Default::default() };
+            s.msm_g1(&s.upload(&pts).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
+            s.msm_g2(&s.upload(&pts2).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
+        }
     }
     ctx.synchronize().unwrap();
     let (free_before, _) = ctx.memory_info().unwrap();
@@ -77,6 +79,7 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_msm_g1(&s, &mut rng);
     check_msm_g1_edges(&s, &mut rng);
     check_msm_g2(&s, &mut rng);
+    check_fp_arithmetic(&s, &mut rng);
     check_msm_passes(&s, &mut rng);
     check_select(&s, &mut rng);
     check_errors(&s);
@@ -263,6 +266,68 @@ fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
     println!("G2 MSM 1..2^18 and edge cases: equal to blstrs");
 }
 
+/// Every bucket-phase kernel (FpArithmetic: the dedicated squaring, Karatsuba) against blstrs:
+/// G1 and G2, random sizes, forced windows, and the edge cases that reach the special branches
+/// of the additions (identities, P and −P in one bucket, repeated points, scalars 0, 1, r−1);
+/// a twin with one changed scalar must differ.
+fn check_fp_arithmetic(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    let n_max = 1 << 18;
+    let mut g1 = random_points::<G1Projective>(n_max, rng);
+    let mut g2 = random_points::<G2Projective>(1 << 14, rng);
+    let mut scalars = random_scalars(n_max, rng);
+    let edges = |scalars: &mut Vec<Scalar>, i: usize| match i % 7 {
+        0 => scalars[i] = Scalar::ZERO,
+        1 => scalars[i] = Scalar::ONE,
+        2 => scalars[i] = -Scalar::ONE,
+        _ => {}
+    };
+    for i in 0..2000 {
+        edges(&mut scalars, i);
+        match i % 7 {
+            3 => {
+                g1[i] = G1Affine::identity();
+                g2[i] = G2Affine::identity();
+            }
+            4 => {
+                g1[i] = -g1[i - 1];
+                g2[i] = -g2[i - 1];
+                scalars[i] = scalars[i - 1];
+            }
+            5 => {
+                // the same point with the same scalar (1) as four entries back: P + P in a bucket
+                g1[i] = g1[i - 4];
+                g2[i] = g2[i - 4];
+                scalars[i] = scalars[i - 4];
+            }
+            _ => {}
+        }
+    }
+    for arithmetic in FpArithmetic::ALL.into_iter().filter(|&a| a != FpArithmetic::default()) {
+        for n in [1usize, 3, 100, 2000, (1 << 12) + 3, 1 << 16, 1 << 18] {
+            let opts = MsmOptions { fp_arithmetic: arithmetic, ..Default::default() };
+            let (got, want) = msm_g1_both(s, &g1[..n], &scalars[..n], opts);
+            assert_eq!(got, want, "G1 MSM of {n} terms, Fp {}", arithmetic.name());
+        }
+        for c in [2u32, 7, 13, 16] {
+            let opts = MsmOptions { fp_arithmetic: arithmetic, window_bits: Some(c), ..Default::default() };
+            let (got, want) = msm_g1_both(s, &g1[..3000], &scalars[..3000], opts);
+            assert_eq!(got, want, "G1 MSM with {c}-bit windows, Fp {}", arithmetic.name());
+        }
+        for n in [5usize, 2000, 1 << 14] {
+            let (db, ds) = (s.upload(&g2[..n]).unwrap(), s.upload(&scalars[..n]).unwrap());
+            let got = s.msm_g2(&db, &ds, n, MsmOptions { fp_arithmetic: arithmetic, ..Default::default() }).unwrap();
+            let want = snarkpipe::math::msm::msm_g2(&g2[..n], &scalars[..n]);
+            assert_eq!(got, want, "G2 MSM of {n} terms, Fp {}", arithmetic.name());
+        }
+        let mut twin = scalars[..2000].to_vec();
+        twin[1234] += Scalar::ONE;
+        let opts = MsmOptions { fp_arithmetic: arithmetic, ..Default::default() };
+        let (got, _) = msm_g1_both(s, &g1[..2000], &twin, opts);
+        assert_ne!(got, snarkpipe::math::msm::msm_g1(&g1[..2000], &scalars[..2000]), "twin, Fp {}", arithmetic.name());
+    }
+    println!("G1 and G2 MSMs with each Fp arithmetic ({:?}): equal to blstrs", FpArithmetic::ALL);
+}
+
 /// An MSM longer than a pass runs in passes into shared buckets (later passes add to what is
 /// there): many passes over few points, on G1 and G2, random, bits and edge-case scalars,
 /// passes that end inside a bucket's run, a first pass with nothing but zeros (so the buckets
@@ -289,6 +354,8 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
                 ones_fast_path: fast,
                 pass_points: Some(pass),
                 scatter_windows: Some(1 + pass % 5),
+                // the bucket kernels of each Fp arithmetic, in passes too
+                fp_arithmetic: FpArithmetic::ALL[pass % 3],
             };
             let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
             assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");

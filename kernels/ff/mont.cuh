@@ -35,14 +35,23 @@ typedef unsigned long long u64;
 #ifndef FP_MUL_PTX
 #define FP_MUL_PTX fp_mul_eo
 #endif
+// Fp squaring: a multiplication by itself unless a dedicated squaring is named (fp_sqr_sos).
+#ifdef FP_SQR_PTX
+#define MONT_DEDICATED_SQR 1
+#else
+#define MONT_DEDICATED_SQR 0
+#define FP_SQR_PTX(r, a) FP_MUL_PTX(r, a, a)
+#endif
 template <int N> struct ptx_field;
 template <> struct ptx_field<8> {
     static __device__ __forceinline__ void mul(u32* r, const u32* a, const u32* b) { FR_MUL_PTX(r, a, b); }
+    static __device__ __forceinline__ void sqr(u32* r, const u32* a) { FR_MUL_PTX(r, a, a); }
     static __device__ __forceinline__ void add(u32* r, const u32* a, const u32* b) { fr_add_ptx(r, a, b); }
     static __device__ __forceinline__ void sub(u32* r, const u32* a, const u32* b) { fr_sub_ptx(r, a, b); }
 };
 template <> struct ptx_field<12> {
     static __device__ __forceinline__ void mul(u32* r, const u32* a, const u32* b) { FP_MUL_PTX(r, a, b); }
+    static __device__ __forceinline__ void sqr(u32* r, const u32* a) { FP_SQR_PTX(r, a); }
     static __device__ __forceinline__ void add(u32* r, const u32* a, const u32* b) { fp_add_ptx(r, a, b); }
     static __device__ __forceinline__ void sub(u32* r, const u32* a, const u32* b) { fp_sub_ptx(r, a, b); }
 };
@@ -176,7 +185,21 @@ struct mont_t {
         reduce_once(r.l, t[N]);
         return r;
     }
-    HD mont_t sqr() const { return *this * *this; }
+    HD mont_t sqr() const {
+#if defined(__CUDA_ARCH__)
+        if (MONT_DEDICATED_SQR && N > 8) return sqr_outlined(*this);
+#endif
+        return *this * *this;
+    }
+    static MUL_OUTLINED mont_t sqr_outlined(const mont_t& a) {
+#if defined(__CUDA_ARCH__)
+        mont_t r;
+        ptx_field<N>::sqr(r.l, a.l);
+        return r;
+#else
+        return mul_inline(a, a);
+#endif
+    }
     HD mont_t& operator*=(const mont_t& b) { *this = *this * b; return *this; }
     HD mont_t& operator+=(const mont_t& b) { *this = *this + b; return *this; }
     HD mont_t& operator-=(const mont_t& b) { *this = *this - b; return *this; }

@@ -47,6 +47,8 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ),
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
     ("select", &["select_scalars"]),
+    ("buckets_sqr", &["msm_g1_buckets_sqr", "msm_g2_buckets_sqr", "ff_fp_mul_rate_sqr", "ff_fp_sqr_rate_sqr"]),
+    ("buckets_kara", &["msm_g1_buckets_kara", "msm_g2_buckets_kara", "ff_fp_mul_rate_kara", "ff_fp_sqr_rate_kara"]),
     (
         "msm",
         &[

@@ -50,6 +50,39 @@ pub struct MsmOptions {
     /// Windows whose bucket entries one scatter launch writes; `None` means
     /// [`scatter_windows_for`] the window size.
     pub scatter_windows: Option<usize>,
+    /// The Fp arithmetic of the bucket phase's kernel.
+    pub fp_arithmetic: FpArithmetic,
+}
+
+/// The Fp arithmetic a bucket-phase kernel is built with: the same loop (kernels/msm/buckets.cuh)
+/// in one module each, which the kernel bench times against each other on the same MSM and
+/// tests/cuda_kernels.rs checks against blstrs. All are generated and checked on the host by
+/// kernels/ff/gen_mont_ptx.py.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FpArithmetic {
+    /// Even/odd CIOS multiplication; a squaring is a multiplication (msm.cu).
+    #[default]
+    EvenOdd,
+    /// The even/odd multiplication and a dedicated squaring: the cross products once, doubled,
+    /// then the reduction (buckets_sqr.cu).
+    DedicatedSquaring,
+    /// A one-level Karatsuba multiplication (108 partial products instead of 144) with a
+    /// separated reduction, and the dedicated squaring (buckets_kara.cu).
+    Karatsuba,
+}
+
+impl FpArithmetic {
+    pub const ALL: [FpArithmetic; 3] =
+        [FpArithmetic::EvenOdd, FpArithmetic::DedicatedSquaring, FpArithmetic::Karatsuba];
+
+    /// A short name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            FpArithmetic::EvenOdd => "even/odd",
+            FpArithmetic::DedicatedSquaring => "dedicated squaring",
+            FpArithmetic::Karatsuba => "Karatsuba + squaring",
+        }
+    }
 }
 
 /// The bucket cursors one scatter launch advances at most, in bytes. Fewer than that stay in
@@ -108,7 +141,8 @@ pub trait MsmCurve {
     type Projective: Group;
     /// u32 words of one XYZZ point (xyzz_t in kernels/ec/xyzz.cuh).
     const XYZZ_WORDS: usize;
-    const BUCKETS: &'static str;
+    /// The bucket-phase kernel for each [`FpArithmetic`].
+    fn buckets(arithmetic: FpArithmetic) -> &'static str;
     const FIXUP: &'static str;
     const SEGMENTS: &'static str;
     const REDUCE: &'static str;
@@ -131,7 +165,13 @@ impl MsmCurve for G1 {
     type Jacobian = G1Jacobian;
     type Projective = G1Projective;
     const XYZZ_WORDS: usize = 48;
-    const BUCKETS: &'static str = "msm_g1_buckets";
+    fn buckets(arithmetic: FpArithmetic) -> &'static str {
+        match arithmetic {
+            FpArithmetic::EvenOdd => "msm_g1_buckets",
+            FpArithmetic::DedicatedSquaring => "msm_g1_buckets_sqr",
+            FpArithmetic::Karatsuba => "msm_g1_buckets_kara",
+        }
+    }
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
     const SEGMENTS: &'static str = "msm_g1_window_segments";
     const REDUCE: &'static str = "msm_g1_reduce";
@@ -147,7 +187,13 @@ impl MsmCurve for G2 {
     type Jacobian = G2Jacobian;
     type Projective = G2Projective;
     const XYZZ_WORDS: usize = 96;
-    const BUCKETS: &'static str = "msm_g2_buckets";
+    fn buckets(arithmetic: FpArithmetic) -> &'static str {
+        match arithmetic {
+            FpArithmetic::EvenOdd => "msm_g2_buckets",
+            FpArithmetic::DedicatedSquaring => "msm_g2_buckets_sqr",
+            FpArithmetic::Karatsuba => "msm_g2_buckets_kara",
+        }
+    }
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
     const SEGMENTS: &'static str = "msm_g2_window_segments";
     const REDUCE: &'static str = "msm_g2_reduce";
@@ -464,7 +510,7 @@ impl GpuStream {
             pass,
             spill,
         ];
-        self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
+        self.launch(C::buckets(opts.fp_arithmetic), grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "buckets");
         // one thread per bucket
         let args = [ends, nb, KernelArg::U32(chunk), KernelArg::U32(accumulate as u32), pass, out, spill];
