@@ -10,7 +10,7 @@ use group::{Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, FpArithmetic, GpuContext, GpuStream, MsmOptions, ProbeField};
+use snarkpipe::backend::cuda::{cuda_available, FpSquaring, GpuContext, GpuStream, MsmOptions, ProbeField};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -111,11 +111,8 @@ fn main() {
     row("DtoD copy (r+w)".into(), format!("{:.0} GB/s", dtod / 1e9), "4200 GB/s (HOPPER.md)".into(), "–".into());
     row("Fr mul rate".into(), format!("{:.1} G/s", fr_rate / 1e9), "–".into(), "–".into());
     row("Fp mul rate".into(), format!("{:.1} G/s", fp_rate / 1e9), "29 G/s (peak estimate)".into(), "–".into());
-    // the other Fp arithmetic (FpArithmetic): rates in the same microkernel
     let fp_sqr_rate = s.field_mul_rate(ProbeField::FpSquaring, 132 * 2048 * 2, 1000).unwrap();
-    let fp_kara_rate = s.field_mul_rate(ProbeField::FpKaratsuba, 132 * 2048 * 2, 1000).unwrap();
-    row("Fp squaring rate (dedicated)".into(), format!("{:.1} G/s", fp_sqr_rate / 1e9), "–".into(), "–".into());
-    row("Fp mul rate (Karatsuba)".into(), format!("{:.1} G/s", fp_kara_rate / 1e9), "–".into(), "–".into());
+    row("Fp squaring rate".into(), format!("{:.1} G/s", fp_sqr_rate / 1e9), "–".into(), "–".into());
 
     let sppark_ntt = |l: u32| match l {
         20 => "0.28 ms",
@@ -185,16 +182,13 @@ fn main() {
                 if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                     variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
                 }
-                // the bucket phase built with the other Fp arithmetic
+                // the bucket phase with squarings done as multiplications
                 if log_n >= 20 {
-                    for arithmetic in FpArithmetic::ALL.into_iter().filter(|&a| a != FpArithmetic::default()) {
-                        variants.push((
-                            format!("Fp {}", arithmetic.name()),
-                            MsmOptions { fp_arithmetic: arithmetic, ..opts },
-                        ));
+                    for squaring in FpSquaring::ALL.into_iter().filter(|&a| a != FpSquaring::default()) {
+                        variants.push((squaring.name().to_string(), MsmOptions { fp_squaring: squaring, ..opts }));
                         if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                            let one_pass = MsmOptions { fp_arithmetic: arithmetic, pass_points: Some(n), ..opts };
-                            variants.push((format!("one pass, Fp {}", arithmetic.name()), one_pass));
+                            let one_pass = MsmOptions { fp_squaring: squaring, pass_points: Some(n), ..opts };
+                            variants.push((format!("one pass, {}", squaring.name()), one_pass));
                         }
                     }
                 }
@@ -243,15 +237,15 @@ fn main() {
             let profile = if bits { "bits" } else { "random" };
             row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), "–".into());
             if !bits && log_n >= 20 {
-                for arithmetic in FpArithmetic::ALL.into_iter().filter(|&a| a != FpArithmetic::default()) {
-                    let variant = MsmOptions { fp_arithmetic: arithmetic, ..opts };
+                for squaring in FpSquaring::ALL.into_iter().filter(|&a| a != FpSquaring::default()) {
+                    let variant = MsmOptions { fp_squaring: squaring, ..opts };
                     let mut result = None;
                     let ms = time_ms(3, || {
                         result = Some(s.msm_g2(&g2_bases, &ds, n, variant).unwrap());
                     });
                     let same = result == default_result;
                     row(
-                        format!("G2 MSM 2^{log_n} {profile}, Fp {}", arithmetic.name()),
+                        format!("G2 MSM 2^{log_n} {profile}, {}", squaring.name()),
                         format!("{ms:.1} ms{}", if same { "" } else { " MISMATCH: differs from the default's result" }),
                         format!("{floor:.1} ms"),
                         "–".into(),

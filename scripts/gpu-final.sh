@@ -58,7 +58,7 @@ for s in ${STEPS:-tests s24 s26}; do
         p=$(( k <= 22 ? 48 : (k <= 23 ? 24 : 12) ))
         bench "p$k" 120 --devices 0 --keys setup --log-n "$k" --partitions "$p" --workers 2 --in-flight 3
       done ;;
-    kernels) SNARKPIPE_MSM_PHASES=${PHASES:-0} SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" 150 .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
+    kernels) SNARKPIPE_MSM_PHASES=${PHASES:-0} SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" "${KCAP:-240}" .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
   esac
 done
 grep -E "test result|FAILED|SKIPPED|took" "$log"

@@ -1,6 +1,6 @@
 // The MSM's bucket phase (step 5 of msm.cu): sorted entries cut into equal chunks, one thread
-// per chunk. In a header of its own so that variant modules (buckets_sqr.cu, buckets_kara.cu) can
-// build the same loop with other Fp arithmetic for the kernel bench to compare.
+// per chunk. In a header of its own so that a variant module (buckets_sqr_by_mul.cu) can build
+// the same loop with other Fp arithmetic for the kernel bench to compare.
 #pragma once
 #include "../ec/xyzz.cuh"
 
@@ -67,17 +67,4 @@ __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u3
                                                       const u32* ends, u32 nb, u32 total, u32 chunk,          \
                                                       xyzz_t<fp2_t>* buckets, xyzz_t<fp2_t>* spills) {        \
         bucket_chunks<fp2_t>(bases, entries, ends, nb, total, chunk, buckets, spills);                        \
-    }                                                                                                         \
-    extern "C" __global__ void ff_fp_mul_rate##SUFFIX(fp_t* data, u32 iters) {                                \
-        u32 i = blockIdx.x * blockDim.x + threadIdx.x;                                                        \
-        fp_t x0 = data[2 * i], x1 = data[2 * i + 1];                                                          \
-        fp_t y = x0 + x1;                                                                                     \
-        for (u32 k = 0; k < iters; k++) { x0 = x0 * y; x1 = x1 * y; }                                         \
-        data[2 * i] = x0; data[2 * i + 1] = x1;                                                               \
-    }                                                                                                         \
-    extern "C" __global__ void ff_fp_sqr_rate##SUFFIX(fp_t* data, u32 iters) {                                \
-        u32 i = blockIdx.x * blockDim.x + threadIdx.x;                                                        \
-        fp_t x0 = data[2 * i], x1 = data[2 * i + 1];                                                          \
-        for (u32 k = 0; k < iters; k++) { x0 = x0.sqr(); x1 = x1.sqr(); }                                     \
-        data[2 * i] = x0; data[2 * i + 1] = x1;                                                               \
     }

@@ -282,3 +282,10 @@ extern "C" __global__ void ff_fp_mul_rate(fp_t* data, u32 iters) {
     for (u32 k = 0; k < iters; k++) { x0 = x0 * y; x1 = x1 * y; }
     data[2 * i] = x0; data[2 * i + 1] = x1;
 }
+
+extern "C" __global__ void ff_fp_sqr_rate(fp_t* data, u32 iters) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    fp_t x0 = data[2 * i], x1 = data[2 * i + 1];
+    for (u32 k = 0; k < iters; k++) { x0 = x0.sqr(); x1 = x1.sqr(); }
+    data[2 * i] = x0; data[2 * i + 1] = x1;
+}

@@ -43,12 +43,12 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "ntt_quotient_pointwise",
             "ff_fr_mul_rate",
             "ff_fp_mul_rate",
+            "ff_fp_sqr_rate",
         ],
     ),
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
     ("select", &["select_scalars"]),
-    ("buckets_sqr", &["msm_g1_buckets_sqr", "msm_g2_buckets_sqr", "ff_fp_mul_rate_sqr", "ff_fp_sqr_rate_sqr"]),
-    ("buckets_kara", &["msm_g1_buckets_kara", "msm_g2_buckets_kara", "ff_fp_mul_rate_kara", "ff_fp_sqr_rate_kara"]),
+    ("buckets_sqr_by_mul", &["msm_g1_buckets_sqr_by_mul", "msm_g2_buckets_sqr_by_mul"]),
     (
         "msm",
         &[

@@ -50,37 +50,32 @@ pub struct MsmOptions {
     /// Windows whose bucket entries one scatter launch writes; `None` means
     /// [`scatter_windows_for`] the window size.
     pub scatter_windows: Option<usize>,
-    /// The Fp arithmetic of the bucket phase's kernel.
-    pub fp_arithmetic: FpArithmetic,
+    /// How the bucket phase's kernel squares in Fp.
+    pub fp_squaring: FpSquaring,
 }
 
-/// The Fp arithmetic a bucket-phase kernel is built with: the same loop (kernels/msm/buckets.cuh)
-/// in one module each, which the kernel bench times against each other on the same MSM and
-/// tests/cuda_kernels.rs checks against blstrs. All are generated and checked on the host by
+/// How a bucket-phase kernel squares in Fp: the same loop (kernels/msm/buckets.cuh) built both
+/// ways, which the kernel bench times against each other on the same MSM and
+/// tests/cuda_kernels.rs checks against blstrs. Both are generated and checked on the host by
 /// kernels/ff/gen_mont_ptx.py.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FpArithmetic {
-    /// Even/odd CIOS multiplication; a squaring is a multiplication (msm.cu).
+pub enum FpSquaring {
+    /// The cross products once, doubled, plus the diagonal, then the reduction: 78 partial
+    /// products instead of 144 (fp_sqr_sos; every kernel but the comparison's).
     #[default]
-    EvenOdd,
-    /// The even/odd multiplication and a dedicated squaring: the cross products once, doubled,
-    /// then the reduction (buckets_sqr.cu).
-    DedicatedSquaring,
-    /// A one-level Karatsuba multiplication (108 partial products instead of 144) with a
-    /// separated reduction, and the dedicated squaring (buckets_kara.cu).
-    Karatsuba,
+    Dedicated,
+    /// A multiplication of the value by itself (buckets_sqr_by_mul.cu).
+    Multiplication,
 }
 
-impl FpArithmetic {
-    pub const ALL: [FpArithmetic; 3] =
-        [FpArithmetic::EvenOdd, FpArithmetic::DedicatedSquaring, FpArithmetic::Karatsuba];
+impl FpSquaring {
+    pub const ALL: [FpSquaring; 2] = [FpSquaring::Dedicated, FpSquaring::Multiplication];
 
     /// A short name for tables.
     pub fn name(self) -> &'static str {
         match self {
-            FpArithmetic::EvenOdd => "even/odd",
-            FpArithmetic::DedicatedSquaring => "dedicated squaring",
-            FpArithmetic::Karatsuba => "Karatsuba + squaring",
+            FpSquaring::Dedicated => "dedicated squaring",
+            FpSquaring::Multiplication => "squaring by multiplication",
         }
     }
 }
@@ -141,8 +136,8 @@ pub trait MsmCurve {
     type Projective: Group;
     /// u32 words of one XYZZ point (xyzz_t in kernels/ec/xyzz.cuh).
     const XYZZ_WORDS: usize;
-    /// The bucket-phase kernel for each [`FpArithmetic`].
-    fn buckets(arithmetic: FpArithmetic) -> &'static str;
+    /// The bucket-phase kernel for each [`FpSquaring`].
+    fn buckets(squaring: FpSquaring) -> &'static str;
     const FIXUP: &'static str;
     const SEGMENTS: &'static str;
     const REDUCE: &'static str;
@@ -165,11 +160,10 @@ impl MsmCurve for G1 {
     type Jacobian = G1Jacobian;
     type Projective = G1Projective;
     const XYZZ_WORDS: usize = 48;
-    fn buckets(arithmetic: FpArithmetic) -> &'static str {
-        match arithmetic {
-            FpArithmetic::EvenOdd => "msm_g1_buckets",
-            FpArithmetic::DedicatedSquaring => "msm_g1_buckets_sqr",
-            FpArithmetic::Karatsuba => "msm_g1_buckets_kara",
+    fn buckets(squaring: FpSquaring) -> &'static str {
+        match squaring {
+            FpSquaring::Dedicated => "msm_g1_buckets",
+            FpSquaring::Multiplication => "msm_g1_buckets_sqr_by_mul",
         }
     }
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
@@ -187,11 +181,10 @@ impl MsmCurve for G2 {
     type Jacobian = G2Jacobian;
     type Projective = G2Projective;
     const XYZZ_WORDS: usize = 96;
-    fn buckets(arithmetic: FpArithmetic) -> &'static str {
-        match arithmetic {
-            FpArithmetic::EvenOdd => "msm_g2_buckets",
-            FpArithmetic::DedicatedSquaring => "msm_g2_buckets_sqr",
-            FpArithmetic::Karatsuba => "msm_g2_buckets_kara",
+    fn buckets(squaring: FpSquaring) -> &'static str {
+        match squaring {
+            FpSquaring::Dedicated => "msm_g2_buckets",
+            FpSquaring::Multiplication => "msm_g2_buckets_sqr_by_mul",
         }
     }
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
@@ -510,7 +503,7 @@ impl GpuStream {
             pass,
             spill,
         ];
-        self.launch(C::buckets(opts.fp_arithmetic), grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
+        self.launch(C::buckets(opts.fp_squaring), grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "buckets");
         // one thread per bucket
         let args = [ends, nb, KernelArg::U32(chunk), KernelArg::U32(accumulate as u32), pass, out, spill];

@@ -14,10 +14,8 @@ use crate::error::Result;
 pub enum ProbeField {
     Fr,
     Fp,
-    /// Fp squarings with the dedicated squaring (kernels/msm/buckets_sqr.cu).
+    /// Fp squarings (the dedicated squaring, kernels/ff/mont.cuh).
     FpSquaring,
-    /// Fp multiplications with the Karatsuba multiplication (kernels/msm/buckets_kara.cu).
-    FpKaratsuba,
 }
 
 impl GpuStream {
@@ -26,8 +24,7 @@ impl GpuStream {
         let (name, chains, limbs) = match field {
             ProbeField::Fr => ("ff_fr_mul_rate", 4usize, 1usize),
             ProbeField::Fp => ("ff_fp_mul_rate", 2usize, 2usize),
-            ProbeField::FpSquaring => ("ff_fp_sqr_rate_sqr", 2, 2),
-            ProbeField::FpKaratsuba => ("ff_fp_mul_rate_kara", 2, 2),
+            ProbeField::FpSquaring => ("ff_fp_sqr_rate", 2, 2),
         };
         // Fp elements are 48 bytes: 1.5 scalars; random Fr limbs are valid Fp values (< p).
         let words = threads * chains * limbs * 3 / 2 + 8;
