@@ -89,6 +89,28 @@ fn ntt_ms(s: &GpuStream, log_n: u32) -> f64 {
     )
 }
 
+/// The quotient h = (a·b − c)/Z from evaluations: three interpolations, three coset
+/// evaluations, the pointwise step and the last interpolation (median of 3).
+fn quotient_ms(s: &GpuStream, log_n: u32) -> f64 {
+    let base = scalars(1 << 20, false);
+    let v: Vec<Scalar> = (0..1usize << log_n).map(|i| base[i % base.len()]).collect();
+    let mut bufs = [s.upload(&v).unwrap(), s.upload(&v).unwrap(), s.upload(&v).unwrap()];
+    drop(v);
+    let [a, b, c] = &mut bufs;
+    s.quotient_h(a, b, c, log_n).unwrap();
+    s.synchronize().unwrap();
+    median(
+        (0..3)
+            .map(|_| {
+                let start = s.record().unwrap();
+                s.quotient_h(a, b, c, log_n).unwrap();
+                let end = s.record().unwrap();
+                s.elapsed_ms(&start, &end).unwrap() as f64
+            })
+            .collect(),
+    )
+}
+
 fn main() {
     if !cuda_available() {
         println!("cuda_kernels bench: no CUDA driver or GPU on this machine; nothing to measure");
@@ -134,6 +156,17 @@ fn main() {
             format!("{ms:.2} ms"),
             format!("{:.2} ms", compute.max(memory)),
             sppark_ntt(log_n).into(),
+        );
+    }
+    // the quotient: its floor is its seven transforms at the NTT's own figure in this run
+    for log_n in [24u32, 26, 27] {
+        let ntt = ntt_ms(&s, log_n);
+        let ms = quotient_ms(&s, log_n);
+        row(
+            format!("quotient h 2^{log_n}"),
+            format!("{ms:.1} ms"),
+            format!("{:.1} ms (7 NTTs)", 7.0 * ntt),
+            "–".into(),
         );
     }
     ctx.clear_caches();

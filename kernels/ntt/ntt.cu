@@ -85,6 +85,27 @@ extern "C" __global__ void ntt_scale_by_powers(fr_t* data, const fr_t* hi, const
         store_fr(data + i, load_fr(data + i) * (load_fr(hi + (i >> log_lo)) * load_fr(lo + (i & mask))));
 }
 
+// The inverse transform's last step fused with a scale by powers: for 0 <= i <= n/2, element i
+// takes the value at n-i (mod n) times s_i = hi[i >> log_lo]·lo[i & mask], and element n-i the
+// value at i times s_(n-i). With s_i = g^i/n this is the inverse followed by the coset shift in
+// one pass over the data instead of two (the quotient's three interpolations and its last one).
+extern "C" __global__ void ntt_reverse_and_scale_by_powers(fr_t* data, const fr_t* hi, const fr_t* lo, u32 log_lo,
+                                                           u32 n) {
+    const u32 mask = (1u << log_lo) - 1, half = n >> 1;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i <= half; i += gridDim.x * blockDim.x) {
+        const fr_t si = load_fr(hi + (i >> log_lo)) * load_fr(lo + (i & mask));
+        if (i == 0 || i == half) {
+            store_fr(data + i, load_fr(data + i) * si);
+        } else {
+            const u32 j = n - i;
+            const fr_t sj = load_fr(hi + (j >> log_lo)) * load_fr(lo + (j & mask));
+            fr_t a = load_fr(data + i), b = load_fr(data + j);
+            store_fr(data + i, b * si);
+            store_fr(data + j, a * sj);
+        }
+    }
+}
+
 // Turns a forward transform into an inverse one: swaps i and n-i (0 < i < n/2) and scales
 // every element by *scale (1/n). One thread per i in [0, n/2].
 extern "C" __global__ void ntt_reverse_and_scale(fr_t* data, const fr_t* scale, u32 n) {

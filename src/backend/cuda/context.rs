@@ -38,6 +38,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "ntt_expand_powers",
             "ntt_scale_by_powers",
             "ntt_reverse_and_scale",
+            "ntt_reverse_and_scale_by_powers",
             "ntt_dit_stages",
             "ntt_dit_pass",
             "ntt_quotient_pointwise",

@@ -21,9 +21,11 @@ const LOG_BIT_REVERSE_TILES: u32 = 8;
 pub(crate) struct NttTables {
     /// ω^e for e < n/2.
     twiddles: GpuBuffer<Scalar>,
-    /// g^i split as hi[i >> log_lo] · lo[i & mask], and the same for g^-i.
+    /// g^i split as hi[i >> log_lo] · lo[i & mask].
     coset: PowerTables,
-    coset_inv: PowerTables,
+    /// g^i/n and g^-i/n: an inverse transform's 1/n merged into the coset shift that follows it.
+    coset_over_n: PowerTables,
+    coset_inv_over_n: PowerTables,
     /// 1/n and 1/(g^n − 1), one element each.
     n_inv: GpuBuffer<Scalar>,
     z_inv: GpuBuffer<Scalar>,
@@ -44,7 +46,9 @@ pub fn domain_root(log_n: u32) -> Scalar {
     w
 }
 
-fn split_powers(stream: &GpuStream, base: Scalar, log_count: u32) -> Result<PowerTables> {
+/// Tables of scale·base^i for i < 2^log_count, split as hi[i >> log_lo]·lo[i & mask] (hi carries
+/// the scale).
+fn split_powers(stream: &GpuStream, base: Scalar, scale: Scalar, log_count: u32) -> Result<PowerTables> {
     let log_lo = log_count.div_ceil(2);
     let lo_len = 1usize << log_lo;
     let hi_len = 1usize << (log_count - log_lo.min(log_count));
@@ -57,7 +61,7 @@ fn split_powers(stream: &GpuStream, base: Scalar, log_count: u32) -> Result<Powe
     // acc = base^(2^log_lo)
     let step = acc;
     let mut hi = Vec::with_capacity(hi_len);
-    let mut acc = Scalar::ONE;
+    let mut acc = scale;
     for _ in 0..hi_len {
         hi.push(acc);
         acc *= step;
@@ -74,7 +78,7 @@ impl NttTables {
         let n = 1usize << log_n;
         let half = (n / 2).max(1);
         let omega = domain_root(log_n);
-        let split = split_powers(stream, omega, (half as u64).trailing_zeros())?;
+        let split = split_powers(stream, omega, Scalar::ONE, (half as u64).trailing_zeros())?;
         let twiddles = stream.alloc::<Scalar>(half)?;
         stream.launch(
             "ntt_expand_powers",
@@ -94,8 +98,9 @@ impl NttTables {
         let z_inv = (g.pow_vartime([n as u64]) - Scalar::ONE).invert().unwrap();
         let tables = NttTables {
             twiddles,
-            coset: split_powers(stream, g, log_n)?,
-            coset_inv: split_powers(stream, g_inv, log_n)?,
+            coset: split_powers(stream, g, Scalar::ONE, log_n)?,
+            coset_over_n: split_powers(stream, g, n_inv, log_n)?,
+            coset_inv_over_n: split_powers(stream, g_inv, n_inv, log_n)?,
             n_inv: stream.upload(&[n_inv])?,
             z_inv: stream.upload(&[z_inv])?,
         };
@@ -205,6 +210,31 @@ impl GpuStream {
         )
     }
 
+    /// The inverse transform with its 1/n carried by `powers` (g^±i/n): afterwards element i is
+    /// the inverse's coefficient i times g^±i, in one pass after the forward transform.
+    fn inverse_scaled_with(
+        &self,
+        data: &GpuBuffer<Scalar>,
+        n: usize,
+        log_n: u32,
+        t: &NttTables,
+        powers: &PowerTables,
+    ) -> Result<()> {
+        self.forward_with(data, n, log_n, t)?;
+        self.launch(
+            "ntt_reverse_and_scale_by_powers",
+            grid_for(n / 2 + 1),
+            THREADS,
+            &[
+                KernelArg::Ptr(data.ptr(self)),
+                KernelArg::Ptr(powers.hi.ptr(self)),
+                KernelArg::Ptr(powers.lo.ptr(self)),
+                KernelArg::U32(powers.log_lo),
+                KernelArg::U32(n as u32),
+            ],
+        )
+    }
+
     fn scale_by(&self, data: &GpuBuffer<Scalar>, n: usize, p: &PowerTables) -> Result<()> {
         self.launch(
             "ntt_scale_by_powers",
@@ -239,8 +269,7 @@ impl GpuStream {
     pub fn ntt_coset_inverse(&self, data: &mut GpuBuffer<Scalar>, log_n: u32) -> Result<()> {
         let n = check_size(self, data, log_n)?;
         let t = self.ntt_tables(log_n)?;
-        self.inverse_with(data, n, log_n, &t)?;
-        self.scale_by(data, n, &t.coset_inv)
+        self.inverse_scaled_with(data, n, log_n, &t, &t.coset_inv_over_n)
     }
 
     /// The quotient: `a`, `b`, `c` hold evaluations over the domain of 2^log_n; afterwards `a`
@@ -257,9 +286,10 @@ impl GpuStream {
         check_size(self, b, log_n)?;
         check_size(self, c, log_n)?;
         let t = self.ntt_tables(log_n)?;
+        // each: coefficients (inverse), shifted to the coset (× g^i, merged with the inverse's
+        // 1/n into one pass), evaluated there (forward)
         for x in [&*a, &*b, &*c] {
-            self.inverse_with(x, n, log_n, &t)?;
-            self.scale_by(x, n, &t.coset)?;
+            self.inverse_scaled_with(x, n, log_n, &t, &t.coset_over_n)?;
             self.forward_with(x, n, log_n, &t)?;
         }
         self.launch(
@@ -274,7 +304,6 @@ impl GpuStream {
                 KernelArg::U32(n as u32),
             ],
         )?;
-        self.inverse_with(a, n, log_n, &t)?;
-        self.scale_by(a, n, &t.coset_inv)
+        self.inverse_scaled_with(a, n, log_n, &t, &t.coset_inv_over_n)
     }
 }
