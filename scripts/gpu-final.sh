@@ -13,7 +13,9 @@
 # STAGING (copy or in-place) picks the bench's staging (STAGING27 at 2^27); EXTRA is appended to
 # every bench's flags, EXTRA27 to the s27 step's (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU). Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
-# Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench (cargo bench --no-run).
+# Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench: the executable cargo names
+# in `cargo bench --bench cuda_kernels --no-run` ("Executable benches/cuda_kernels.rs (PATH)"), not
+# the newest target/release/deps/cuda_kernels-*, which may be the test of the same name.
 # The CUDA test executables and binaries together pass the 64 MiB a device call carries; pack
 # them (tar czf .gpu-z/b.tgz .gpu: about 16 MB), carry .gpu-z and unpack first (tar xzf .gpu-z/b.tgz).
 set -uo pipefail
