@@ -10,7 +10,7 @@ use group::{Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, FpSquaring, GpuContext, GpuStream, MsmOptions, ProbeField};
+use snarkpipe::backend::cuda::{cuda_available, BucketKernel, GpuContext, GpuStream, MsmOptions, ProbeField};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -215,13 +215,13 @@ fn main() {
                 if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                     variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
                 }
-                // the bucket phase with squarings done as multiplications
+                // the other bucket-phase kernels (BucketKernel)
                 if log_n >= 20 {
-                    for squaring in FpSquaring::ALL.into_iter().filter(|&a| a != FpSquaring::default()) {
-                        variants.push((squaring.name().to_string(), MsmOptions { fp_squaring: squaring, ..opts }));
+                    for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
+                        variants.push((kernel.name().to_string(), MsmOptions { bucket_kernel: kernel, ..opts }));
                         if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                            let one_pass = MsmOptions { fp_squaring: squaring, pass_points: Some(n), ..opts };
-                            variants.push((format!("one pass, {}", squaring.name()), one_pass));
+                            let one_pass = MsmOptions { bucket_kernel: kernel, pass_points: Some(n), ..opts };
+                            variants.push((format!("one pass, {}", kernel.name()), one_pass));
                         }
                     }
                 }
@@ -270,15 +270,15 @@ fn main() {
             let profile = if bits { "bits" } else { "random" };
             row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), "–".into());
             if !bits && log_n >= 20 {
-                for squaring in FpSquaring::ALL.into_iter().filter(|&a| a != FpSquaring::default()) {
-                    let variant = MsmOptions { fp_squaring: squaring, ..opts };
+                for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
+                    let variant = MsmOptions { bucket_kernel: kernel, ..opts };
                     let mut result = None;
                     let ms = time_ms(3, || {
                         result = Some(s.msm_g2(&g2_bases, &ds, n, variant).unwrap());
                     });
                     let same = result == default_result;
                     row(
-                        format!("G2 MSM 2^{log_n} {profile}, {}", squaring.name()),
+                        format!("G2 MSM 2^{log_n} {profile}, {}", kernel.name()),
                         format!("{ms:.1} ms{}", if same { "" } else { " MISMATCH: differs from the default's result" }),
                         format!("{floor:.1} ms"),
                         "–".into(),

@@ -11,7 +11,7 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, FpSquaring, GpuContext, GpuStream, MsmOptions};
+use snarkpipe::backend::cuda::{cuda_available, BucketKernel, GpuContext, GpuStream, MsmOptions};
 use snarkpipe::circuit::{Density, PackedDensity};
 use snarkpipe::math::{domain::Domain, ntt, quotient};
 
@@ -66,8 +66,8 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     let pts2 = random_points::<G2Projective>(64, &mut rng);
     let sc = random_scalars(64, &mut rng);
     for fast in [false, true] {
-        for fp_squaring in FpSquaring::ALL {
-            let opts = MsmOptions { ones_fast_path: fast, fp_squaring, ..Default::default() };
+        for bucket_kernel in BucketKernel::ALL {
+            let opts = MsmOptions { ones_fast_path: fast, bucket_kernel, ..Default::default() };
             s.msm_g1(&s.upload(&pts).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
             s.msm_g2(&s.upload(&pts2).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
         }
@@ -79,7 +79,7 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_msm_g1(&s, &mut rng);
     check_msm_g1_edges(&s, &mut rng);
     check_msm_g2(&s, &mut rng);
-    check_fp_squaring(&s, &mut rng);
+    check_bucket_kernel(&s, &mut rng);
     check_msm_passes(&s, &mut rng);
     check_select(&s, &mut rng);
     check_errors(&s);
@@ -266,11 +266,11 @@ fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
     println!("G2 MSM 1..2^18 and edge cases: equal to blstrs");
 }
 
-/// The bucket-phase kernels of the other FpSquaring (squarings as multiplications) against blstrs:
+/// The other bucket-phase kernels (BucketKernel: squarings as multiplications, operands by value) against blstrs:
 /// G1 and G2, random sizes, forced windows, and the edge cases that reach the special branches
 /// of the additions (identities, P and −P in one bucket, repeated points, scalars 0, 1, r−1);
 /// a twin with one changed scalar must differ.
-fn check_fp_squaring(s: &GpuStream, rng: &mut ChaCha8Rng) {
+fn check_bucket_kernel(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let n_max = 1 << 18;
     let mut g1 = random_points::<G1Projective>(n_max, rng);
     let mut g2 = random_points::<G2Projective>(1 << 14, rng);
@@ -302,30 +302,30 @@ fn check_fp_squaring(s: &GpuStream, rng: &mut ChaCha8Rng) {
             _ => {}
         }
     }
-    for squaring in FpSquaring::ALL.into_iter().filter(|&a| a != FpSquaring::default()) {
+    for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
         for n in [1usize, 3, 100, 2000, (1 << 12) + 3, 1 << 16, 1 << 18] {
-            let opts = MsmOptions { fp_squaring: squaring, ..Default::default() };
+            let opts = MsmOptions { bucket_kernel: kernel, ..Default::default() };
             let (got, want) = msm_g1_both(s, &g1[..n], &scalars[..n], opts);
-            assert_eq!(got, want, "G1 MSM of {n} terms, {}", squaring.name());
+            assert_eq!(got, want, "G1 MSM of {n} terms, {}", kernel.name());
         }
         for c in [2u32, 7, 13, 16] {
-            let opts = MsmOptions { fp_squaring: squaring, window_bits: Some(c), ..Default::default() };
+            let opts = MsmOptions { bucket_kernel: kernel, window_bits: Some(c), ..Default::default() };
             let (got, want) = msm_g1_both(s, &g1[..3000], &scalars[..3000], opts);
-            assert_eq!(got, want, "G1 MSM with {c}-bit windows, {}", squaring.name());
+            assert_eq!(got, want, "G1 MSM with {c}-bit windows, {}", kernel.name());
         }
         for n in [5usize, 2000, 1 << 14] {
             let (db, ds) = (s.upload(&g2[..n]).unwrap(), s.upload(&scalars[..n]).unwrap());
-            let got = s.msm_g2(&db, &ds, n, MsmOptions { fp_squaring: squaring, ..Default::default() }).unwrap();
+            let got = s.msm_g2(&db, &ds, n, MsmOptions { bucket_kernel: kernel, ..Default::default() }).unwrap();
             let want = snarkpipe::math::msm::msm_g2(&g2[..n], &scalars[..n]);
-            assert_eq!(got, want, "G2 MSM of {n} terms, {}", squaring.name());
+            assert_eq!(got, want, "G2 MSM of {n} terms, {}", kernel.name());
         }
         let mut twin = scalars[..2000].to_vec();
         twin[1234] += Scalar::ONE;
-        let opts = MsmOptions { fp_squaring: squaring, ..Default::default() };
+        let opts = MsmOptions { bucket_kernel: kernel, ..Default::default() };
         let (got, _) = msm_g1_both(s, &g1[..2000], &twin, opts);
-        assert_ne!(got, snarkpipe::math::msm::msm_g1(&g1[..2000], &scalars[..2000]), "twin, {}", squaring.name());
+        assert_ne!(got, snarkpipe::math::msm::msm_g1(&g1[..2000], &scalars[..2000]), "twin, {}", kernel.name());
     }
-    println!("G1 and G2 MSMs with each Fp squaring ({:?}): equal to blstrs", FpSquaring::ALL);
+    println!("G1 and G2 MSMs with each bucket kernel ({:?}): equal to blstrs", BucketKernel::ALL);
 }
 
 /// An MSM longer than a pass runs in passes into shared buckets (later passes add to what is
@@ -354,8 +354,8 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
                 ones_fast_path: fast,
                 pass_points: Some(pass),
                 scatter_windows: Some(1 + pass % 5),
-                // the bucket kernels of each Fp squaring, in passes too
-                fp_squaring: FpSquaring::ALL[pass % 2],
+                // each bucket kernel, in passes too
+                bucket_kernel: BucketKernel::ALL[pass % 3],
             };
             let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
             assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");

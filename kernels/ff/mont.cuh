@@ -20,6 +20,14 @@
 #define MUL_OUTLINED inline
 #endif
 
+// How the called Fp operations take their operands: by reference (through the stack) unless
+// MONT_OPERANDS_BY_VALUE (in registers; kernels/msm/buckets_by_value.cu, for the bench).
+#ifdef MONT_OPERANDS_BY_VALUE
+#define MONT_OPERAND mont_t
+#else
+#define MONT_OPERAND const mont_t&
+#endif
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -136,7 +144,7 @@ struct mont_t {
         if (N > 8) return mul_outlined(a, b);
         return mul_fast(a, b);
     }
-    static MUL_OUTLINED mont_t mul_outlined(const mont_t& a, const mont_t& b) { return mul_fast(a, b); }
+    static MUL_OUTLINED mont_t mul_outlined(MONT_OPERAND a, MONT_OPERAND b) { return mul_fast(a, b); }
     static HD mont_t mul_fast(const mont_t& a, const mont_t& b) {
 #if defined(__CUDA_ARCH__)
         mont_t r;
@@ -187,7 +195,7 @@ struct mont_t {
         if (N > 8) return sqr_outlined(*this);
         return mul_fast(*this, *this);
     }
-    static MUL_OUTLINED mont_t sqr_outlined(const mont_t& a) {
+    static MUL_OUTLINED mont_t sqr_outlined(MONT_OPERAND a) {
 #if defined(__CUDA_ARCH__)
         mont_t r;
         ptx_field<N>::sqr(r.l, a.l);

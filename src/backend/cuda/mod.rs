@@ -22,7 +22,7 @@ pub use context::{
     nvrtc_compile_embedded, nvrtc_compile_source, DeviceElement, G1Jacobian, G2Jacobian, GpuBuffer, GpuClock,
     GpuContext, GpuStream, HostRegistration, KernelSource, PinnedRange, TimedEvent,
 };
-pub use msm::{msm_scratch_bytes, window_bits_for, FpSquaring, MsmCurve, MsmOptions, G1, G2, MSM_PASS_POINTS};
+pub use msm::{msm_scratch_bytes, window_bits_for, BucketKernel, MsmCurve, MsmOptions, G1, G2, MSM_PASS_POINTS};
 pub use ntt::domain_root;
 pub use probe::ProbeField;
 pub use setup::{fixed_base_g1, fixed_base_g2};

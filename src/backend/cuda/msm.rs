@@ -50,32 +50,37 @@ pub struct MsmOptions {
     /// Windows whose bucket entries one scatter launch writes; `None` means
     /// [`scatter_windows_for`] the window size.
     pub scatter_windows: Option<usize>,
-    /// How the bucket phase's kernel squares in Fp.
-    pub fp_squaring: FpSquaring,
+    /// The bucket phase's kernel.
+    pub bucket_kernel: BucketKernel,
 }
 
-/// How a bucket-phase kernel squares in Fp: the same loop (kernels/msm/buckets.cuh) built both
-/// ways, which the kernel bench times against each other on the same MSM and
-/// tests/cuda_kernels.rs checks against blstrs. Both are generated and checked on the host by
-/// kernels/ff/gen_mont_ptx.py.
+/// The bucket-phase kernel: the same loop (kernels/msm/buckets.cuh) built with different Fp
+/// settings, one module each, which the kernel bench times against each other on the same MSM
+/// and tests/cuda_kernels.rs checks against blstrs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FpSquaring {
-    /// The cross products once, doubled, plus the diagonal, then the reduction: 78 partial
-    /// products instead of 144 (fp_sqr_sos; every kernel but the comparison's).
+pub enum BucketKernel {
+    /// The dedicated Fp squaring (fp_sqr_sos: the cross products once, doubled, then the
+    /// reduction; 78 partial products instead of 144); Fp multiplications and squarings are
+    /// called with their operands by reference (msm.cu).
     #[default]
-    Dedicated,
-    /// A multiplication of the value by itself (buckets_sqr_by_mul.cu).
-    Multiplication,
+    Default,
+    /// Squarings done as multiplications (buckets_sqr_by_mul.cu).
+    SquaringByMultiplication,
+    /// Fp multiplications and squarings called with their operands by value, in registers
+    /// instead of through the stack (buckets_by_value.cu).
+    OperandsByValue,
 }
 
-impl FpSquaring {
-    pub const ALL: [FpSquaring; 2] = [FpSquaring::Dedicated, FpSquaring::Multiplication];
+impl BucketKernel {
+    pub const ALL: [BucketKernel; 3] =
+        [BucketKernel::Default, BucketKernel::SquaringByMultiplication, BucketKernel::OperandsByValue];
 
     /// A short name for tables.
     pub fn name(self) -> &'static str {
         match self {
-            FpSquaring::Dedicated => "dedicated squaring",
-            FpSquaring::Multiplication => "squaring by multiplication",
+            BucketKernel::Default => "default bucket kernel",
+            BucketKernel::SquaringByMultiplication => "squaring by multiplication",
+            BucketKernel::OperandsByValue => "Fp operands by value",
         }
     }
 }
@@ -136,8 +141,8 @@ pub trait MsmCurve {
     type Projective: Group;
     /// u32 words of one XYZZ point (xyzz_t in kernels/ec/xyzz.cuh).
     const XYZZ_WORDS: usize;
-    /// The bucket-phase kernel for each [`FpSquaring`].
-    fn buckets(squaring: FpSquaring) -> &'static str;
+    /// The entry point of each [`BucketKernel`].
+    fn buckets(kernel: BucketKernel) -> &'static str;
     const FIXUP: &'static str;
     const SEGMENTS: &'static str;
     const REDUCE: &'static str;
@@ -160,10 +165,11 @@ impl MsmCurve for G1 {
     type Jacobian = G1Jacobian;
     type Projective = G1Projective;
     const XYZZ_WORDS: usize = 48;
-    fn buckets(squaring: FpSquaring) -> &'static str {
-        match squaring {
-            FpSquaring::Dedicated => "msm_g1_buckets",
-            FpSquaring::Multiplication => "msm_g1_buckets_sqr_by_mul",
+    fn buckets(kernel: BucketKernel) -> &'static str {
+        match kernel {
+            BucketKernel::Default => "msm_g1_buckets",
+            BucketKernel::SquaringByMultiplication => "msm_g1_buckets_sqr_by_mul",
+            BucketKernel::OperandsByValue => "msm_g1_buckets_by_value",
         }
     }
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
@@ -181,10 +187,11 @@ impl MsmCurve for G2 {
     type Jacobian = G2Jacobian;
     type Projective = G2Projective;
     const XYZZ_WORDS: usize = 96;
-    fn buckets(squaring: FpSquaring) -> &'static str {
-        match squaring {
-            FpSquaring::Dedicated => "msm_g2_buckets",
-            FpSquaring::Multiplication => "msm_g2_buckets_sqr_by_mul",
+    fn buckets(kernel: BucketKernel) -> &'static str {
+        match kernel {
+            BucketKernel::Default => "msm_g2_buckets",
+            BucketKernel::SquaringByMultiplication => "msm_g2_buckets_sqr_by_mul",
+            BucketKernel::OperandsByValue => "msm_g2_buckets_by_value",
         }
     }
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
@@ -503,7 +510,7 @@ impl GpuStream {
             pass,
             spill,
         ];
-        self.launch(C::buckets(opts.fp_squaring), grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
+        self.launch(C::buckets(opts.bucket_kernel), grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "buckets");
         // one thread per bucket
         let args = [ends, nb, KernelArg::U32(chunk), KernelArg::U32(accumulate as u32), pass, out, spill];
