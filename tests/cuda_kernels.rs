@@ -266,7 +266,7 @@ fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
     println!("G2 MSM 1..2^18 and edge cases: equal to blstrs");
 }
 
-/// The other bucket-phase kernels (BucketKernel: squarings as multiplications, operands by value) against blstrs:
+/// The other bucket-phase kernels (BucketKernel: squarings as multiplications, operands by reference) against blstrs:
 /// G1 and G2, random sizes, forced windows, and the edge cases that reach the special branches
 /// of the additions (identities, P and −P in one bucket, repeated points, scalars 0, 1, r−1);
 /// a twin with one changed scalar must differ.

@@ -50,7 +50,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
     ("select", &["select_scalars"]),
     ("buckets_sqr_by_mul", &["msm_g1_buckets_sqr_by_mul", "msm_g2_buckets_sqr_by_mul"]),
-    ("buckets_by_value", &["msm_g1_buckets_by_value", "msm_g2_buckets_by_value"]),
+    ("buckets_by_reference", &["msm_g1_buckets_by_reference", "msm_g2_buckets_by_reference"]),
     (
         "msm",
         &[

@@ -59,28 +59,28 @@ pub struct MsmOptions {
 /// and tests/cuda_kernels.rs checks against blstrs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BucketKernel {
-    /// The dedicated Fp squaring (fp_sqr_sos: the cross products once, doubled, then the
-    /// reduction; 78 partial products instead of 144); Fp multiplications and squarings are
-    /// called with their operands by reference (msm.cu).
+    /// The called Fp multiplications and squarings take their operands by value, in registers;
+    /// squarings use the dedicated squaring (fp_sqr_sos: the cross products once, doubled, then
+    /// the reduction; 78 partial products instead of 144) (msm.cu).
     #[default]
     Default,
     /// Squarings done as multiplications (buckets_sqr_by_mul.cu).
     SquaringByMultiplication,
-    /// Fp multiplications and squarings called with their operands by value, in registers
-    /// instead of through the stack (buckets_by_value.cu).
-    OperandsByValue,
+    /// Fp operands passed by reference, through the stack, as before 2026-12-01
+    /// (buckets_by_reference.cu).
+    OperandsByReference,
 }
 
 impl BucketKernel {
     pub const ALL: [BucketKernel; 3] =
-        [BucketKernel::Default, BucketKernel::SquaringByMultiplication, BucketKernel::OperandsByValue];
+        [BucketKernel::Default, BucketKernel::SquaringByMultiplication, BucketKernel::OperandsByReference];
 
     /// A short name for tables.
     pub fn name(self) -> &'static str {
         match self {
             BucketKernel::Default => "default bucket kernel",
             BucketKernel::SquaringByMultiplication => "squaring by multiplication",
-            BucketKernel::OperandsByValue => "Fp operands by value",
+            BucketKernel::OperandsByReference => "Fp operands by reference",
         }
     }
 }
@@ -169,7 +169,7 @@ impl MsmCurve for G1 {
         match kernel {
             BucketKernel::Default => "msm_g1_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g1_buckets_sqr_by_mul",
-            BucketKernel::OperandsByValue => "msm_g1_buckets_by_value",
+            BucketKernel::OperandsByReference => "msm_g1_buckets_by_reference",
         }
     }
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
@@ -191,7 +191,7 @@ impl MsmCurve for G2 {
         match kernel {
             BucketKernel::Default => "msm_g2_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g2_buckets_sqr_by_mul",
-            BucketKernel::OperandsByValue => "msm_g2_buckets_by_value",
+            BucketKernel::OperandsByReference => "msm_g2_buckets_by_reference",
         }
     }
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
