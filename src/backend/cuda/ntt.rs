@@ -80,18 +80,7 @@ impl NttTables {
         let omega = domain_root(log_n);
         let split = split_powers(stream, omega, Scalar::ONE, (half as u64).trailing_zeros())?;
         let twiddles = stream.alloc::<Scalar>(half)?;
-        stream.launch(
-            "ntt_expand_powers",
-            grid_for(half),
-            THREADS,
-            &[
-                KernelArg::Ptr(twiddles.ptr(stream)),
-                KernelArg::Ptr(split.hi.ptr(stream)),
-                KernelArg::Ptr(split.lo.ptr(stream)),
-                KernelArg::U32(split.log_lo),
-                KernelArg::U32(half as u32),
-            ],
-        )?;
+        stream.launch_with_powers("ntt_expand_powers", grid_for(half), &twiddles, &split, half)?;
         let g = Scalar::MULTIPLICATIVE_GENERATOR;
         let g_inv = g.invert().unwrap();
         let n_inv = Scalar::from(n as u64).invert().unwrap();
@@ -221,31 +210,34 @@ impl GpuStream {
         powers: &PowerTables,
     ) -> Result<()> {
         self.forward_with(data, n, log_n, t)?;
+        self.launch_with_powers("ntt_reverse_and_scale_by_powers", grid_for(n / 2 + 1), data, powers, n)
+    }
+
+    fn scale_by(&self, data: &GpuBuffer<Scalar>, n: usize, p: &PowerTables) -> Result<()> {
+        self.launch_with_powers("ntt_scale_by_powers", grid_for(n), data, p, n)
+    }
+
+    /// Launches one of the kernels whose parameters are (data, hi, lo, log_lo, count): a buffer
+    /// of `count` scalars and a split power table (ntt_expand_powers, ntt_scale_by_powers,
+    /// ntt_reverse_and_scale_by_powers).
+    fn launch_with_powers(
+        &self,
+        kernel: &'static str,
+        grid: u32,
+        data: &GpuBuffer<Scalar>,
+        powers: &PowerTables,
+        count: usize,
+    ) -> Result<()> {
         self.launch(
-            "ntt_reverse_and_scale_by_powers",
-            grid_for(n / 2 + 1),
+            kernel,
+            grid,
             THREADS,
             &[
                 KernelArg::Ptr(data.ptr(self)),
                 KernelArg::Ptr(powers.hi.ptr(self)),
                 KernelArg::Ptr(powers.lo.ptr(self)),
                 KernelArg::U32(powers.log_lo),
-                KernelArg::U32(n as u32),
-            ],
-        )
-    }
-
-    fn scale_by(&self, data: &GpuBuffer<Scalar>, n: usize, p: &PowerTables) -> Result<()> {
-        self.launch(
-            "ntt_scale_by_powers",
-            grid_for(n),
-            THREADS,
-            &[
-                KernelArg::Ptr(data.ptr(self)),
-                KernelArg::Ptr(p.hi.ptr(self)),
-                KernelArg::Ptr(p.lo.ptr(self)),
-                KernelArg::U32(p.log_lo),
-                KernelArg::U32(n as u32),
+                KernelArg::U32(count as u32),
             ],
         )
     }
