@@ -232,11 +232,6 @@ __device__ __forceinline__ void sum_points(const affine_t<F>* bases, const u32* 
 #define REDUCE_THREADS 64
 
 #define MSM_CURVE(G, F)                                                                                          \
-    extern "C" __global__ void msm_##G##_buckets(const affine_t<F>* bases, const u32* entries, const u32* ends,   \
-                                                 u32 nb, u32 total, u32 chunk, xyzz_t<F>* buckets,                \
-                                                 xyzz_t<F>* spills) {                                             \
-        bucket_chunks<F>(bases, entries, ends, nb, total, chunk, buckets, spills);                                \
-    }                                                                                                             \
     extern "C" __global__ void msm_##G##_bucket_fixup(const u32* ends, u32 nb, u32 chunk, u32 accumulate,         \
                                                       const xyzz_t<F>* pass, xyzz_t<F>* buckets,                  \
                                                       const xyzz_t<F>* spills) {                                  \
@@ -261,3 +256,5 @@ __device__ __forceinline__ void sum_points(const affine_t<F>* bases, const u32* 
 
 MSM_CURVE(g1, fp_t)
 MSM_CURVE(g2, fp2_t)
+// msm_g1_buckets and msm_g2_buckets (buckets.cuh; its variant modules add suffixed ones)
+MSM_BUCKET_KERNELS()
