@@ -275,15 +275,11 @@ fn check_bucket_kernel(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let mut g1 = random_points::<G1Projective>(n_max, rng);
     let mut g2 = random_points::<G2Projective>(1 << 14, rng);
     let mut scalars = random_scalars(n_max, rng);
-    let edges = |scalars: &mut Vec<Scalar>, i: usize| match i % 7 {
-        0 => scalars[i] = Scalar::ZERO,
-        1 => scalars[i] = Scalar::ONE,
-        2 => scalars[i] = -Scalar::ONE,
-        _ => {}
-    };
     for i in 0..2000 {
-        edges(&mut scalars, i);
         match i % 7 {
+            0 => scalars[i] = Scalar::ZERO,
+            1 => scalars[i] = Scalar::ONE,
+            2 => scalars[i] = -Scalar::ONE,
             3 => {
                 g1[i] = G1Affine::identity();
                 g2[i] = G2Affine::identity();

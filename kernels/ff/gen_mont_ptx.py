@@ -589,7 +589,7 @@ def emit_blocks(fname, n, blocks, square=False):
     for k in range(0, len(locals_), 16):
         out.append('    u32 %s;\n' % ', '.join(locals_[k:k + 16]))
     for blk in blocks:
-        written, read_first, order = [], [], []
+        written, read_first = [], []
         for code, d, *srcs in blk:
             for x in srcs:
                 if isinstance(x, str) and x not in written and x not in read_first:
