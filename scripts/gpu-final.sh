@@ -11,7 +11,8 @@
 #   sweep  whole partitions at 2^20..2^25 on GPU 0 (SWEEP sizes), verified
 #   kernels the kernel bench with its floors, up to 2^26
 # STAGING (copy or in-place) picks the bench's staging (STAGING27 at 2^27); EXTRA is appended to
-# every bench's flags, EXTRA27 to the s27 step's (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU). Each step gets what is left of the
+# every bench's flags, EXTRA27 to the s27 step's (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU).
+# PHASES27=1 makes the s27 step print every MSM's device time by phase (SNARKPIPE_MSM_PHASES). Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
 # Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench: the executable cargo names
 # in `cargo bench --bench cuda_kernels --no-run` ("Executable benches/cuda_kernels.rs (PATH)"), not
@@ -34,7 +35,7 @@ step() {  # step NAME CAP_SECONDS COMMAND...
 }
 bench() {  # bench NAME CAP ARGS...
   local name=$1 c=$2; shift 2
-  step "bench $name" "$c" .gpu/snarkpipe bench --backend cuda --json --staging "$staging" \
+  step "bench $name" "$c" env SNARKPIPE_MSM_PHASES="${bench_phases:-0}" .gpu/snarkpipe bench --backend cuda --json --staging "$staging" \
     --timeline "$out/$name.svg" "$@" ${EXTRA:-} >"$out/$name.json" 2>>"$log"
 }
 { date -u; nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm --format=csv; nproc; free -g; } >>"$log" 2>&1
@@ -51,7 +52,7 @@ for s in ${STEPS:-tests s24 s26}; do
            --in-flight "${IN26:-3}" --trace "$out/s26.trace.json" ;;
     s27) # In place by default: a 2^27 key (64 GB) and its witnesses (19 GB each) leave no room for
          # pooled copies on a 128 GB host; two witnesses (W27) shared by the stream.
-         (staging=${STAGING27:-in-place}; bench s27 300 --devices 0 --keys random --witness bits --log-n 27 \
+         (staging=${STAGING27:-in-place}; bench_phases=${PHASES27:-0}; bench s27 300 --devices 0 --keys random --witness bits --log-n 27 \
            --partitions "${P27:-6}" --workers 2 --in-flight "${IN27:-2}" --witnesses "${W27:-2}" \
            --trace "$out/s27.trace.json" ${EXTRA27:-}) ;;
     soak) bench soak 120 --devices all --partitions 300 --log-n 10 --workers 2 --inject-faults 0.1 --seed 7 ;;

@@ -69,11 +69,22 @@ pub enum BucketKernel {
     /// Fp operands passed by reference, through the stack, as before 2026-12-01
     /// (buckets_by_reference.cu).
     OperandsByReference,
+    /// The mixed addition called with both points by value instead of through the stack
+    /// (buckets_points_by_value.cu).
+    PointsByValue,
+    /// The mixed addition inlined into the loop, its Fp operations still calls
+    /// (buckets_inline_madd.cu).
+    InlineMixedAddition,
 }
 
 impl BucketKernel {
-    pub const ALL: [BucketKernel; 3] =
-        [BucketKernel::Default, BucketKernel::SquaringByMultiplication, BucketKernel::OperandsByReference];
+    pub const ALL: [BucketKernel; 5] = [
+        BucketKernel::Default,
+        BucketKernel::SquaringByMultiplication,
+        BucketKernel::OperandsByReference,
+        BucketKernel::PointsByValue,
+        BucketKernel::InlineMixedAddition,
+    ];
 
     /// A short name for tables.
     pub fn name(self) -> &'static str {
@@ -81,6 +92,8 @@ impl BucketKernel {
             BucketKernel::Default => "default bucket kernel",
             BucketKernel::SquaringByMultiplication => "squaring by multiplication",
             BucketKernel::OperandsByReference => "Fp operands by reference",
+            BucketKernel::PointsByValue => "points by value",
+            BucketKernel::InlineMixedAddition => "inlined mixed addition",
         }
     }
 }
@@ -170,6 +183,8 @@ impl MsmCurve for G1 {
             BucketKernel::Default => "msm_g1_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g1_buckets_sqr_by_mul",
             BucketKernel::OperandsByReference => "msm_g1_buckets_by_reference",
+            BucketKernel::PointsByValue => "msm_g1_buckets_points_by_value",
+            BucketKernel::InlineMixedAddition => "msm_g1_buckets_inline_madd",
         }
     }
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
@@ -192,6 +207,8 @@ impl MsmCurve for G2 {
             BucketKernel::Default => "msm_g2_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g2_buckets_sqr_by_mul",
             BucketKernel::OperandsByReference => "msm_g2_buckets_by_reference",
+            BucketKernel::PointsByValue => "msm_g2_buckets_points_by_value",
+            BucketKernel::InlineMixedAddition => "msm_g2_buckets_inline_madd",
         }
     }
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
