@@ -37,28 +37,24 @@ struct xyzz_t {
         return r;
     }
 
-    // this + a (affine), madd-2008-s, as a call: `this` and `a` go through the stack.
-    EC_FN xyzz_t add_affine(const affine_t<F>& a) const { return madd(*this, a); }
-
-    // The formula of add_affine, inlined where it is used (madd_by_value, and the bucket-kernel
-    // variants that inline it: kernels/msm/buckets.cuh).
-    static HD xyzz_t madd(const xyzz_t& s, const affine_t<F>& a) {
-        if (a.is_inf()) return s;
-        if (s.is_inf()) return from_affine(a);
-        F P = a.x * s.zz - s.x;
-        F R = a.y * s.zzz - s.y;
+    // this + a (affine), madd-2008-s.
+    EC_FN xyzz_t add_affine(const affine_t<F>& a) const {
+        if (a.is_inf()) return *this;
+        if (is_inf()) return from_affine(a);
+        F P = a.x * zz - x;
+        F R = a.y * zzz - y;
         if (P.is_zero()) {
             if (R.is_zero()) return from_affine(a).dbl();
             return inf();
         }
         F PP = P.sqr();
         F PPP = P * PP;
-        F Q = s.x * PP;
+        F Q = x * PP;
         xyzz_t o;
         o.x = R.sqr() - PPP - Q.dbl();
-        o.y = R * (Q - o.x) - s.y * PPP;
-        o.zz = s.zz * PP;
-        o.zzz = s.zzz * PPP;
+        o.y = R * (Q - o.x) - y * PPP;
+        o.zz = zz * PP;
+        o.zzz = zzz * PPP;
         return o;
     }
 
@@ -96,11 +92,6 @@ struct xyzz_t {
         return r;
     }
 };
-
-// madd-2008-s as a call that takes both points by value, so that they can travel in registers
-// instead of through the stack (as Fp operands do: kernels/ff/mont.cuh).
-template <class F>
-EC_FN xyzz_t<F> madd_by_value(xyzz_t<F> s, affine_t<F> a) { return xyzz_t<F>::madd(s, a); }
 
 typedef xyzz_t<fp_t> g1_xyzz_t;
 typedef xyzz_t<fp2_t> g2_xyzz_t;

@@ -4,12 +4,6 @@
 #pragma once
 #include "../ec/xyzz.cuh"
 
-// How the loop adds a point to its running sum: a call taking both through the stack. Variant
-// modules redefine it (buckets_points_by_value.cu, buckets_inline_madd.cu).
-#ifndef BUCKET_ADD_AFFINE
-#define BUCKET_ADD_AFFINE(acc, p) acc.add_affine(p)
-#endif
-
 #define GRID_STRIDE(i, n) for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
 
 template <class F>
@@ -55,7 +49,7 @@ __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u3
                 do { end = ends[++key]; } while (end == e);  // skip empty buckets
                 acc = xyzz_t<F>::from_affine(p);
             } else {
-                acc = BUCKET_ADD_AFFINE(acc, p);
+                acc = acc.add_affine(p);
             }
         }
         if (owner) buckets[key] = acc; else spills[t] = acc;

@@ -51,8 +51,6 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ("select", &["select_scalars"]),
     ("buckets_sqr_by_mul", &["msm_g1_buckets_sqr_by_mul", "msm_g2_buckets_sqr_by_mul"]),
     ("buckets_by_reference", &["msm_g1_buckets_by_reference", "msm_g2_buckets_by_reference"]),
-    ("buckets_points_by_value", &["msm_g1_buckets_points_by_value", "msm_g2_buckets_points_by_value"]),
-    ("buckets_inline_madd", &["msm_g1_buckets_inline_madd", "msm_g2_buckets_inline_madd"]),
     (
         "msm",
         &[

@@ -69,22 +69,11 @@ pub enum BucketKernel {
     /// Fp operands passed by reference, through the stack, as before 2026-12-01
     /// (buckets_by_reference.cu).
     OperandsByReference,
-    /// The mixed addition called with both points by value instead of through the stack
-    /// (buckets_points_by_value.cu).
-    PointsByValue,
-    /// The mixed addition inlined into the loop, its Fp operations still calls
-    /// (buckets_inline_madd.cu).
-    InlineMixedAddition,
 }
 
 impl BucketKernel {
-    pub const ALL: [BucketKernel; 5] = [
-        BucketKernel::Default,
-        BucketKernel::SquaringByMultiplication,
-        BucketKernel::OperandsByReference,
-        BucketKernel::PointsByValue,
-        BucketKernel::InlineMixedAddition,
-    ];
+    pub const ALL: [BucketKernel; 3] =
+        [BucketKernel::Default, BucketKernel::SquaringByMultiplication, BucketKernel::OperandsByReference];
 
     /// A short name for tables.
     pub fn name(self) -> &'static str {
@@ -92,8 +81,6 @@ impl BucketKernel {
             BucketKernel::Default => "default bucket kernel",
             BucketKernel::SquaringByMultiplication => "squaring by multiplication",
             BucketKernel::OperandsByReference => "Fp operands by reference",
-            BucketKernel::PointsByValue => "points by value",
-            BucketKernel::InlineMixedAddition => "inlined mixed addition",
         }
     }
 }
@@ -130,19 +117,38 @@ pub fn msm_scratch_bytes(len: usize) -> u64 {
     pass * (32 + 4 + 4 * windows) + spills + buckets * (4 + 4 * 96) + scratch + (128 << 20)
 }
 
-/// The window size minimising ⌈256/c⌉·n mixed additions plus the reduction (about three
-/// additions' worth per bucket, 2^(c-1) buckets a window) plus a penalty for the top window:
-/// scalars are < 2^255, so when few of its c bits lie below bit 255 its points crowd into a
-/// few buckets, and the fix-up adds a crowded bucket's chunk sums serially (measured on an
-/// H200: one serial addition costs about as much as 2^14 parallel ones).
+/// The window size for a single-pass MSM of `n` nonzero scalars: [`window_bits_for_passes`]
+/// with one pass of `n` points. `msm_scratch_bytes` sizes the buckets with it.
 pub fn window_bits_for(n: usize) -> u32 {
+    window_bits_for_passes(n, n, 1)
+}
+
+/// The window size minimising the modelled device time of an MSM in `passes` passes of
+/// `pass_len` points, `rest` of whose scalars (over all passes) are neither 0 nor 1. In units of
+/// one mixed addition of the bucket phase, the model counts:
+/// - ⌈256/c⌉·rest additions;
+/// - the window reduction, about three additions' worth per bucket (2^(c-1) buckets a window);
+/// - the fix-up after every pass but the first, about three additions per bucket as well;
+/// - the scatter's reading of all of a pass's scalars once per launch ([`scatter_windows_for`]),
+///   about a twentieth of an addition per scalar;
+/// - a penalty for the top window: scalars are < 2^255, so when few of its c bits lie below bit
+///   255 its points crowd into a few buckets, and the fix-up adds a crowded bucket's chunk sums
+///   serially (one serial addition costs about as much as 2^14 parallel ones).
+///
+/// The per-pass terms are what make a bits-profile MSM pick small windows: measured on an H200
+/// (2026-12-01, the 2^27 partition's L query: 2^27.6 points, 10% of them random, six passes), a
+/// pass at c = 20 spent 8.4 ms on its fix-up and 10.9 ms on the scatter beside 19.4 ms of
+/// bucket additions, and the window reduction 11 ms (G1; G2 32 ms).
+pub fn window_bits_for_passes(rest: usize, pass_len: usize, passes: usize) -> u32 {
     let cost = |c: u32| {
-        let n = n as u128;
+        let (n, pass_len, passes) = (rest as u128, pass_len as u128, passes.max(1) as u128);
         let windows = 256u128.div_ceil(c as u128);
+        let buckets = windows << (c - 1);
+        let launches = windows.div_ceil(scatter_windows_for(c) as u128);
         let top_bits = 255i64 - (c as i64) * (windows as i64 - 1);
         let top_load = if top_bits <= 0 { n } else { n >> top_bits.min(c as i64 - 1) };
         let chain = top_load / chunk_for((windows * n) as usize) as u128;
-        windows * n + 3 * windows * (1u128 << (c - 1)) + chain * (3 << 13)
+        windows * n + 3 * buckets * passes + launches * pass_len * passes / 20 + chain * (3 << 13)
     };
     (4..=20u32).min_by_key(|&c| cost(c)).unwrap_or(16)
 }
@@ -183,8 +189,6 @@ impl MsmCurve for G1 {
             BucketKernel::Default => "msm_g1_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g1_buckets_sqr_by_mul",
             BucketKernel::OperandsByReference => "msm_g1_buckets_by_reference",
-            BucketKernel::PointsByValue => "msm_g1_buckets_points_by_value",
-            BucketKernel::InlineMixedAddition => "msm_g1_buckets_inline_madd",
         }
     }
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
@@ -207,8 +211,6 @@ impl MsmCurve for G2 {
             BucketKernel::Default => "msm_g2_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g2_buckets_sqr_by_mul",
             BucketKernel::OperandsByReference => "msm_g2_buckets_by_reference",
-            BucketKernel::PointsByValue => "msm_g2_buckets_points_by_value",
-            BucketKernel::InlineMixedAddition => "msm_g2_buckets_inline_madd",
         }
     }
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
@@ -337,9 +339,12 @@ impl GpuStream {
                 let shared = match &mut buckets {
                     Some(shared) => shared,
                     None => {
-                        // The window for the whole MSM's nonzero scalars, estimated from this pass.
+                        // The window for the whole MSM's scalars that are neither 0 nor 1, estimated
+                        // from this pass; never wider than the window msm_scratch_bytes(len) planned for.
                         let expected_rest = (rest as u128 * len as u128 / n as u128) as usize;
-                        let c = opts.window_bits.unwrap_or_else(|| window_bits_for(expected_rest)).clamp(2, 20);
+                        let chosen =
+                            || window_bits_for_passes(expected_rest, pass_len, passes).min(window_bits_for(len));
+                        let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
                         buckets.insert(Buckets::zeroed::<C>(self, c)?)
                     }
                 };
@@ -363,9 +368,10 @@ impl GpuStream {
         Ok(total)
     }
 
-    /// Σ bases[list[k]] over k < count: equal runs of the list per thread, then a tree.
+    /// Σ bases[list[k]] over k < count: equal runs of the list per thread, then a tree. Up to
+    /// 2^17 threads: about two waves of G1's (four blocks of 128 an SM on an H200's 132 SMs).
     fn sum_points<C: MsmCurve>(&self, bases: u64, list: &GpuBuffer<u32>, count: usize) -> Result<C::Projective> {
-        let per = count.div_ceil(1 << 16).max(8);
+        let per = count.div_ceil(1 << 17).max(8);
         let threads = count.div_ceil(per).next_power_of_two();
         let partials = self.alloc::<u32>(threads * C::XYZZ_WORDS)?;
         self.launch(
@@ -613,6 +619,28 @@ mod tests {
             assert!(c >= last, "window {c} for {n} scalars, below {last} for fewer");
             last = c;
         }
+    }
+
+    /// Passes make the per-bucket work (fix-ups) and the scatter's reads of every pass's scalars
+    /// recur, which matters when few scalars are left for the buckets: the bits profile's MSMs
+    /// in passes take narrower windows. A random MSM keeps its single-pass window at every size.
+    #[test]
+    fn passes_narrow_the_window_of_sparse_msms_only() {
+        for log_n in 26..=31 {
+            let n = 1usize << log_n;
+            let passes = n.div_ceil(MSM_PASS_POINTS);
+            assert_eq!(window_bits_for_passes(n, MSM_PASS_POINTS, passes), window_bits_for(n), "random 2^{log_n}");
+            assert_eq!(window_bits_for(n), 20);
+            // a tenth of the scalars random, the rest bits (the 0/1 fast path takes those)
+            let sparse = window_bits_for_passes(n / 10, MSM_PASS_POINTS, passes);
+            assert_eq!(sparse, 16, "2^{log_n}, a tenth random: sixteen windows in one scatter launch");
+            if log_n >= 27 {
+                // the same count of random scalars in one pass of their own keeps the wide window
+                assert_eq!(window_bits_for(n / 10), 20, "2^{log_n} / 10 random scalars in one pass");
+            }
+        }
+        // one pass: no fix-ups, so the window is the single-pass one
+        assert_eq!(window_bits_for_passes(1 << 22, 1 << 25, 1), window_bits_for(1 << 22));
     }
 
     #[test]
