@@ -205,11 +205,15 @@ fn main() {
                 // Variants of the same MSM: the scatter's window groups (the default is
                 // scatter_windows_for(c)), one pass where the default runs several (what the
                 // bounded scratch of passes costs); for the bits profile in passes, the 20-bit
-                // window chosen before the window model counted what recurs every pass.
+                // window, which the 2^27 partition's bits MSMs (10% random) took before the
+                // window model counted what recurs every pass.
                 let mut variants = Vec::new();
                 if bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                     let wide = MsmOptions { window_bits: Some(20), ..opts };
-                    variants.push(("20-bit windows (the choice before passes were costed)".to_string(), wide));
+                    variants.push((
+                        "20-bit windows forced (as the 2^27 partition's bits MSMs took before)".to_string(),
+                        wide,
+                    ));
                 }
                 if !bits && log_n >= 22 {
                     for group in [2usize, 4, 13] {
@@ -277,7 +281,8 @@ fn main() {
             let mut variants = Vec::new();
             if bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                 let wide = MsmOptions { window_bits: Some(20), ..opts };
-                variants.push(("20-bit windows (the choice before passes were costed)".to_string(), wide));
+                variants
+                    .push(("20-bit windows forced (as the 2^27 partition's bits MSMs took before)".to_string(), wide));
             }
             if !bits && log_n >= 20 {
                 for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
