@@ -82,4 +82,4 @@ print(sys.argv[1], r.get("staging"), "key", round(r["seconds_key"], 1), "warm", 
       "steady-devices", r["steady_state"].get("devices"), "errors", r["errors"][:2], r.get("warm_up_error"))
 PY
 done
-tail -3 "$out/bench.log" 2>/dev/null
+tail -3 "$out/bench.log" 2>/dev/null || true
