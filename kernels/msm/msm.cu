@@ -231,13 +231,14 @@ __device__ __forceinline__ void sum_points(const affine_t<F>* bases, const u32* 
 // 64 G2 XYZZ points are 24 KiB of shared memory.
 #define REDUCE_THREADS 64
 
-// SUM_MIN_BLOCKS: blocks of 128 threads per SM that msm_gX_sum_points' registers must allow.
-// At 132 registers (unbounded) msm_g1_sum_points fitted 3 blocks an SM and ran in 1.3 waves on an
-// H200: its 0/1 batch sum took 0.77 ns a point against 0.45 for a bucket entry (2026-12-01).
-#define MSM_CURVE(G, F, SUM_MIN_BLOCKS)                                                                          \
-    extern "C" __global__ void msm_##G##_bucket_fixup(const u32* ends, u32 nb, u32 chunk, u32 accumulate,         \
-                                                      const xyzz_t<F>* pass, xyzz_t<F>* buckets,                  \
-                                                      const xyzz_t<F>* spills) {                                  \
+// MIN_BLOCKS: blocks of 128 threads per SM that the registers of msm_gX_sum_points and
+// msm_gX_bucket_fixup must allow. At 132 registers (unbounded) msm_g1_sum_points fitted 3 blocks an
+// SM and ran in 1.3 waves on an H200: its 0/1 batch sum took 0.77 ns a point against 0.45 for a
+// bucket entry (2026-12-01). msm_g1_bucket_fixup took 142 registers unbounded.
+#define MSM_CURVE(G, F, MIN_BLOCKS)                                                                              \
+    extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS)                                                 \
+        msm_##G##_bucket_fixup(const u32* ends, u32 nb, u32 chunk, u32 accumulate, const xyzz_t<F>* pass,         \
+                               xyzz_t<F>* buckets, const xyzz_t<F>* spills) {                                     \
         bucket_fixup<F>(ends, nb, chunk, accumulate, pass, buckets, spills);                                      \
     }                                                                                                             \
     extern "C" __global__ void msm_##G##_window_segments(const xyzz_t<F>* buckets, u32 log_buckets, u32 log_segs, \
@@ -249,7 +250,7 @@ __device__ __forceinline__ void sum_points(const affine_t<F>* bases, const u32* 
         __shared__ xyzz_t<F> tile[REDUCE_THREADS];                                                                \
         reduce_groups<F>(in, out, tile);                                                                          \
     }                                                                                                             \
-    extern "C" __global__ void __launch_bounds__(128, SUM_MIN_BLOCKS)                                             \
+    extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS)                                                 \
         msm_##G##_sum_points(const affine_t<F>* bases, const u32* list, u32 count, u32 per, u32 threads,          \
                              xyzz_t<F>* out) {                                                                    \
         sum_points<F>(bases, list, count, per, threads, out);                                                     \

@@ -241,23 +241,54 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
             }
         }
 
+        if (q == 3) {
+            // A full round: the element bits are the three stage bits, and a butterfly's twiddle
+            // depends only on the element bits below its stage. Stage u's four butterflies need
+            // 2^u distinct twiddles (7 a round, not 12): each is loaded once, for the butterflies
+            // i0 = key | hi << (u + 1) that share it.
 #pragma unroll
-        for (int u = 0; u < 3; u++) {
-            if ((u32)u >= q) break;
-            const u32 t = s + b + u;  // global stage
-            const u32 mid_mask = (1u << (b + u)) - 1;
-            const u32 shift = log_n - 1 - t;
+            for (int u = 0; u < 3; u++) {
+                const u32 t = s + b + u;  // global stage
+                const u32 mid_mask = (1u << (b + u)) - 1;
+                const u32 shift = log_n - 1 - t;
 #pragma unroll
-            for (int i0 = 0; i0 < NTT_PER_THREAD; i0++) {
-                if (i0 & (1 << u)) continue;
-                const int i1 = i0 | (1 << u);
-                fr_t v = x[i1];
-                u32 L = L0 | off[i0];
-                u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
-                // ω^0 = 1: all of stage 0, half of stage 1, ... (warp-uniform in the first round)
-                if (j != 0) v = v * load_fr(twiddles + ((size_t)j << shift));
-                x[i1] = x[i0] - v;
-                x[i0] = x[i0] + v;
+                for (int key = 0; key < (1 << u); key++) {
+                    const u32 L = L0 | off[key];
+                    const u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+                    // ω^0 = 1: all of stage 0, half of stage 1, ... (warp-uniform in the first round)
+                    const bool twiddled = j != 0;
+                    fr_t w;
+                    if (twiddled) w = load_fr(twiddles + ((size_t)j << shift));
+#pragma unroll
+                    for (int hi = 0; hi < (4 >> u); hi++) {
+                        const int i0 = key | (hi << (u + 1)), i1 = i0 | (1 << u);
+                        fr_t v = x[i1];
+                        if (twiddled) v = v * w;
+                        x[i1] = x[i0] - v;
+                        x[i0] = x[i0] + v;
+                    }
+                }
+            }
+        } else {
+            // The last round of a pass of 3m + 1 or 3m + 2 stages: free tile bits carry the
+            // other element bits, and they can change the twiddle, so each butterfly loads its own.
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                if ((u32)u >= q) break;
+                const u32 t = s + b + u;  // global stage
+                const u32 mid_mask = (1u << (b + u)) - 1;
+                const u32 shift = log_n - 1 - t;
+#pragma unroll
+                for (int i0 = 0; i0 < NTT_PER_THREAD; i0++) {
+                    if (i0 & (1 << u)) continue;
+                    const int i1 = i0 | (1 << u);
+                    fr_t v = x[i1];
+                    u32 L = L0 | off[i0];
+                    u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+                    if (j != 0) v = v * load_fr(twiddles + ((size_t)j << shift));
+                    x[i1] = x[i0] - v;
+                    x[i0] = x[i0] + v;
+                }
             }
         }
 
