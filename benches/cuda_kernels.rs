@@ -70,6 +70,35 @@ fn time_ms(runs: usize, mut f: impl FnMut()) -> f64 {
     )
 }
 
+/// Times each variant of one MSM (median of 3 after a warm-up) and gives its label with its figure,
+/// which says so when the variant's result differs from the default's. (tests/cuda_kernels.rs
+/// checks the variants' options against blstrs at smaller sizes.)
+fn time_variants<T: PartialEq>(
+    variants: Vec<(String, MsmOptions)>,
+    default_result: &Option<T>,
+    mut run: impl FnMut(MsmOptions) -> T,
+) -> Vec<(String, String)> {
+    variants
+        .into_iter()
+        .map(|(what, variant)| {
+            let mut result = None;
+            let ms = time_ms(3, || result = Some(run(variant)));
+            let same = result == *default_result;
+            (what, format!("{ms:.1} ms{}", if same { "" } else { " MISMATCH: differs from the default's result" }))
+        })
+        .collect()
+}
+
+/// For a bits-profile MSM in passes, the same MSM with 20-bit windows: what the 2^27 partition's
+/// bits MSMs (10% random scalars) took before the window model counted what recurs every pass.
+fn wide_window_variant(bits: bool, n: usize, opts: MsmOptions) -> Vec<(String, MsmOptions)> {
+    if !bits || n <= snarkpipe::backend::cuda::MSM_PASS_POINTS {
+        return Vec::new();
+    }
+    let label = "20-bit windows forced (as the 2^27 partition's bits MSMs took before)";
+    vec![(label.to_string(), MsmOptions { window_bits: Some(20), ..opts })]
+}
+
 fn ntt_ms(s: &GpuStream, log_n: u32) -> f64 {
     let base = scalars(1 << 20, false);
     let v: Vec<Scalar> = (0..1usize << log_n).map(|i| base[i % base.len()]).collect();
@@ -201,54 +230,32 @@ fn main() {
                 format!("{floor:.1} ms"),
                 if bits { "–" } else { sppark_msm(log_n) }.into(),
             );
-            {
-                // Variants of the same MSM: the scatter's window groups (the default is
-                // scatter_windows_for(c)), one pass where the default runs several (what the
-                // bounded scratch of passes costs); for the bits profile in passes, the 20-bit
-                // window, which the 2^27 partition's bits MSMs (10% random) took before the
-                // window model counted what recurs every pass.
-                let mut variants = Vec::new();
-                if bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                    let wide = MsmOptions { window_bits: Some(20), ..opts };
-                    variants.push((
-                        "20-bit windows forced (as the 2^27 partition's bits MSMs took before)".to_string(),
-                        wide,
-                    ));
+            // Variants of the same MSM: the scatter's window groups (the default is
+            // scatter_windows_for(c)), one pass where the default runs several (what the
+            // bounded scratch of passes costs), the wide window for bits in passes.
+            let mut variants = wide_window_variant(bits, n, opts);
+            if !bits && log_n >= 22 {
+                for group in [2usize, 4, 13] {
+                    let grouped = MsmOptions { scatter_windows: Some(group), ..opts };
+                    variants.push((format!("scatter {group} windows a launch"), grouped));
                 }
-                if !bits && log_n >= 22 {
-                    for group in [2usize, 4, 13] {
-                        let grouped = MsmOptions { scatter_windows: Some(group), ..opts };
-                        variants.push((format!("scatter {group} windows a launch"), grouped));
+            }
+            if !bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
+                variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
+            }
+            // the other bucket-phase kernels (BucketKernel)
+            if !bits && log_n >= 20 {
+                for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
+                    variants.push((kernel.name().to_string(), MsmOptions { bucket_kernel: kernel, ..opts }));
+                    if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
+                        let one_pass = MsmOptions { bucket_kernel: kernel, pass_points: Some(n), ..opts };
+                        variants.push((format!("one pass, {}", kernel.name()), one_pass));
                     }
                 }
-                if !bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                    variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
-                }
-                // the other bucket-phase kernels (BucketKernel)
-                if !bits && log_n >= 20 {
-                    for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
-                        variants.push((kernel.name().to_string(), MsmOptions { bucket_kernel: kernel, ..opts }));
-                        if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                            let one_pass = MsmOptions { bucket_kernel: kernel, pass_points: Some(n), ..opts };
-                            variants.push((format!("one pass, {}", kernel.name()), one_pass));
-                        }
-                    }
-                }
-                for (what, variant) in variants {
-                    let mut result = None;
-                    let ms = time_ms(3, || {
-                        result = Some(s.msm_g1(&g1_bases, &ds, n, variant).unwrap());
-                    });
-                    // every variant must give the default's result (tests/cuda_kernels.rs checks
-                    // the variants' options at smaller sizes against blstrs)
-                    let same = result == default_result;
-                    row(
-                        format!("G1 MSM 2^{log_n} {profile}, {what}"),
-                        format!("{ms:.1} ms{}", if same { "" } else { " MISMATCH: differs from the default's result" }),
-                        format!("{floor:.1} ms"),
-                        "–".into(),
-                    );
-                }
+            }
+            let run = |variant| s.msm_g1(&g1_bases, &ds, n, variant).unwrap();
+            for (what, figure) in time_variants(variants, &default_result, run) {
+                row(format!("G1 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"), "–".into());
             }
             if log_n == 20 && !bits {
                 let t = Instant::now();
@@ -278,29 +285,15 @@ fn main() {
             let floor = adds * 33.0 / fp_rate * 1e3;
             let profile = if bits { "bits" } else { "random" };
             row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), "–".into());
-            let mut variants = Vec::new();
-            if bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                let wide = MsmOptions { window_bits: Some(20), ..opts };
-                variants
-                    .push(("20-bit windows forced (as the 2^27 partition's bits MSMs took before)".to_string(), wide));
-            }
+            let mut variants = wide_window_variant(bits, n, opts);
             if !bits && log_n >= 20 {
                 for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
                     variants.push((kernel.name().to_string(), MsmOptions { bucket_kernel: kernel, ..opts }));
                 }
             }
-            for (what, variant) in variants {
-                let mut result = None;
-                let ms = time_ms(3, || {
-                    result = Some(s.msm_g2(&g2_bases, &ds, n, variant).unwrap());
-                });
-                let same = result == default_result;
-                row(
-                    format!("G2 MSM 2^{log_n} {profile}, {what}"),
-                    format!("{ms:.1} ms{}", if same { "" } else { " MISMATCH: differs from the default's result" }),
-                    format!("{floor:.1} ms"),
-                    "–".into(),
-                );
+            let run = |variant| s.msm_g2(&g2_bases, &ds, n, variant).unwrap();
+            for (what, figure) in time_variants(variants, &default_result, run) {
+                row(format!("G2 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"), "–".into());
             }
         }
     }
