@@ -101,20 +101,26 @@ pub fn scatter_windows_for(c: u32) -> usize {
     (SCATTER_CURSOR_BYTES >> (c + 1)).max(1)
 }
 
-/// The scratch one MSM of `len` points allocates on the device at most, in bytes: per point
-/// of a pass, its canonical scalar, a 0/1 index, one bucket entry per window and the chunk
-/// spills (6 bytes per entry at 64 entries a chunk, G2-sized, or at most 2^19 chunks of
-/// 384 bytes below that: `chunk_for`); then the buckets, the passes' scratch buckets and the
-/// counts (G2-sized, the larger curve), and 128 MiB for the window reduction's partial sums
-/// and the 0/1 batch sum.
+/// The scratch one MSM of `len` points allocates on the device at most, in bytes: what a pass
+/// of [`MSM_PASS_POINTS`] (or fewer) points holds with the window of `len` scalars
+/// ([`pass_scratch_bytes`]), every scalar of the pass left for the buckets.
 pub fn msm_scratch_bytes(len: usize) -> u64 {
     let pass = len.min(MSM_PASS_POINTS) as u64;
-    let c = window_bits_for(len.max(2)) as u64;
-    let windows = 256u64.div_ceil(c);
+    pass_scratch_bytes(window_bits_for(len.max(2)), pass, pass, len > MSM_PASS_POINTS)
+}
+
+/// The scratch of one pass of `pass` points, `rest` of whose scalars are neither 0 nor 1, with
+/// `c`-bit windows, in bytes: per point its canonical scalar and a 0/1 index; per remaining
+/// scalar one bucket entry per window, and the chunk spills (6 bytes per entry at 64 entries a
+/// chunk, G2-sized, or at most 2^19 chunks of 384 bytes below that: `chunk_for`); then the
+/// buckets and their counts (G2-sized, the larger curve), the scratch buckets of an MSM in
+/// several passes, and 128 MiB for the window reduction's partial sums and the 0/1 batch sum.
+fn pass_scratch_bytes(c: u32, pass: u64, rest: u64, several_passes: bool) -> u64 {
+    let windows = 256u64.div_ceil(c as u64);
     let buckets = windows << (c - 1);
-    let spills = (6 * windows * pass).max(384 << 19);
-    let scratch = if len > MSM_PASS_POINTS { buckets * 4 * 96 } else { 0 };
-    pass * (32 + 4 + 4 * windows) + spills + buckets * (4 + 4 * 96) + scratch + (128 << 20)
+    let spills = (6 * windows * rest).max(384 << 19);
+    let scratch = if several_passes { buckets * 4 * 96 } else { 0 };
+    pass * (32 + 4) + rest * 4 * windows + spills + buckets * (4 + 4 * 96) + scratch + (128 << 20)
 }
 
 /// The window size for a single-pass MSM of `n` nonzero scalars: [`window_bits_for_passes`]
@@ -151,6 +157,27 @@ pub fn window_bits_for_passes(rest: usize, pass_len: usize, passes: usize) -> u3
         windows * n + 3 * buckets * passes + launches * pass_len * passes / 20 + chain * (3 << 13)
     };
     (4..=20u32).min_by_key(|&c| cost(c)).unwrap_or(16)
+}
+
+/// The window an MSM of `len` points in passes of `pass_len` takes once a pass with scalars
+/// left for the buckets suggests `expected_rest` of them over the whole MSM: the model's best
+/// ([`window_bits_for_passes`]), but never wider than the window [`msm_scratch_bytes`]`(len)`
+/// sized the buckets for, and never so narrow that a later pass, every scalar of it left for the
+/// buckets (more entries a scalar), would hold more than that plan. A first pass of bits followed
+/// by random passes would otherwise run the device out of memory mid-MSM.
+pub fn window_bits_within_plan(expected_rest: usize, len: usize, pass_len: usize) -> u32 {
+    let pass_len = pass_len.clamp(1, len.max(1));
+    let passes = len.div_ceil(pass_len);
+    let planned = window_bits_for(len.max(2));
+    let plan = msm_scratch_bytes(len);
+    // one pass: its count is the estimate; several: a later pass may leave every scalar
+    let worst_rest = if passes == 1 { expected_rest } else { pass_len };
+    let held = |c: u32| pass_scratch_bytes(c, pass_len as u64, worst_rest as u64, passes > 1);
+    let mut c = window_bits_for_passes(expected_rest, pass_len, passes).min(planned);
+    while c < planned && held(c) > plan {
+        c += 1;
+    }
+    c
 }
 
 /// One curve's device types and kernels.
@@ -340,10 +367,9 @@ impl GpuStream {
                     Some(shared) => shared,
                     None => {
                         // The window for the whole MSM's scalars that are neither 0 nor 1, estimated
-                        // from this pass; never wider than the window msm_scratch_bytes(len) planned for.
+                        // from this pass, within the scratch msm_scratch_bytes(len) planned for.
                         let expected_rest = (rest as u128 * len as u128 / n as u128) as usize;
-                        let chosen =
-                            || window_bits_for_passes(expected_rest, pass_len, passes).min(window_bits_for(len));
+                        let chosen = || window_bits_within_plan(expected_rest, len, pass_len);
                         let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
                         buckets.insert(Buckets::zeroed::<C>(self, c)?)
                     }
@@ -634,13 +660,42 @@ mod tests {
             // a tenth of the scalars random, the rest bits (the 0/1 fast path takes those)
             let sparse = window_bits_for_passes(n / 10, MSM_PASS_POINTS, passes);
             assert_eq!(sparse, 16, "2^{log_n}, a tenth random: sixteen windows in one scatter launch");
+            // and the memory plan allows it (the MSM takes window_bits_within_plan)
+            assert_eq!(window_bits_within_plan(n / 10, n, MSM_PASS_POINTS), 16, "2^{log_n} within the plan");
             if log_n >= 27 {
                 // the same count of random scalars in one pass of their own keeps the wide window
                 assert_eq!(window_bits_for(n / 10), 20, "2^{log_n} / 10 random scalars in one pass");
             }
         }
+        // the 2^27 partition's queries: L (1.5·2^27 points), B (2^26 + 4), a tenth random
+        for len in [201_326_580usize, 67_108_868] {
+            assert_eq!(window_bits_within_plan(len / 10, len, MSM_PASS_POINTS), 16, "{len} points");
+        }
         // one pass: no fix-ups, so the window is the single-pass one
         assert_eq!(window_bits_for_passes(1 << 22, 1 << 25, 1), window_bits_for(1 << 22));
+    }
+
+    /// The window an MSM picks from its first pass can be narrower than the one the memory plan
+    /// sized (`msm_scratch_bytes(len)`), which means more entries a scalar; and a later pass may
+    /// leave every scalar for the buckets. The fewer buckets must pay for that: whatever the
+    /// share of 0/1 scalars the first pass finds, no pass may hold more than the plan.
+    #[test]
+    fn no_pass_outgrows_the_planned_scratch() {
+        let mut len = 2usize;
+        while len < 1 << 31 {
+            let pass = len.min(MSM_PASS_POINTS);
+            let passes = len.div_ceil(pass);
+            let plan = msm_scratch_bytes(len);
+            for percent in [100usize, 90, 75, 50, 25, 10, 5, 1, 0] {
+                let expected_rest = (len * percent / 100).max(1);
+                let c = window_bits_within_plan(expected_rest, len, pass);
+                // one pass: its count is the estimate; several: a later pass may be all random
+                let rest = if passes == 1 { expected_rest } else { pass };
+                let held = pass_scratch_bytes(c, pass as u64, rest as u64, passes > 1);
+                assert!(held <= plan, "{len} points, {percent}% random: window {c} holds {held} > plan {plan}");
+            }
+            len = (len + 1).max(len + len / 16);
+        }
     }
 
     #[test]
