@@ -1,6 +1,9 @@
 //! GPU figures for the kernels, each against a floor measured in the same run and the sppark
 //! reference on an H200. Prints a markdown table (and writes it to $OUT/bench.md when OUT is
-//! set). Without a GPU it says so and exits 0. Env: SNARKPIPE_BENCH_MAX_LOG (MSM G1 cap, 24).
+//! set). Without a GPU it says so and exits 0. Env: SNARKPIPE_BENCH_MAX_LOG (MSM cap, 24),
+//! SNARKPIPE_BENCH_MIN_LOG (the smallest NTT and MSM, 20 and 16), SNARKPIPE_BENCH_PARTS (which of
+//! `ntt`, `quotient`, `g1`, `g2` run, comma-separated; all by default; the floors always run).
+//! The last two narrow a run to the kernels a profiler should see.
 
 use std::time::Instant;
 
@@ -145,7 +148,11 @@ fn main() {
         println!("cuda_kernels bench: no CUDA driver or GPU on this machine; nothing to measure");
         return;
     }
-    let max_g1: u32 = std::env::var("SNARKPIPE_BENCH_MAX_LOG").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
+    let env_log = |name: &str, default: u32| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let max_g1 = env_log("SNARKPIPE_BENCH_MAX_LOG", 24);
+    let min_log = env_log("SNARKPIPE_BENCH_MIN_LOG", 16);
+    let parts = std::env::var("SNARKPIPE_BENCH_PARTS").unwrap_or_else(|_| "ntt,quotient,g1,g2".into());
+    let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
     let ctx = GpuContext::open(0).expect("open GPU");
     let s = ctx.new_stream().unwrap();
     let mut rows: Vec<String> = Vec::new();
@@ -173,7 +180,7 @@ fn main() {
         27 => "44.4 ms",
         _ => "–",
     };
-    for log_n in 20..=27u32 {
+    for log_n in (min_log.max(20)..=27u32).filter(|_| part("ntt")) {
         let ms = ntt_ms(&s, log_n);
         // floor: log n passes? no: compute floor = (n/2)·log n Fr muls at the measured rate;
         // memory floor = 4 passes of read+write at the measured DtoD rate.
@@ -188,7 +195,7 @@ fn main() {
         );
     }
     // the quotient: its floor is its seven transforms at the NTT's own figure in this run
-    for log_n in [24u32, 26, 27] {
+    for log_n in [24u32, 26, 27].into_iter().filter(|_| part("quotient")) {
         let ntt = ntt_ms(&s, log_n);
         let ms = quotient_ms(&s, log_n);
         row(
@@ -207,10 +214,10 @@ fn main() {
         26 => "567 ms",
         _ => "–",
     };
-    let g1_all = points::<G1Projective>(1 << max_g1);
+    let g1_all = points::<G1Projective>(if part("g1") { 1 << max_g1 } else { 1 });
     let g1_bases = s.upload(&g1_all).unwrap();
     let mut cpu_note = String::new();
-    for log_n in (16..=max_g1).step_by(2) {
+    for log_n in (min_log..=max_g1).step_by(2).filter(|_| part("g1")) {
         let n = 1usize << log_n;
         for bits in [false, true] {
             let sc = scalars(n, bits);
@@ -268,9 +275,9 @@ fn main() {
     }
     drop(g1_bases);
     let max_g2 = max_g1;
-    let g2_all = points::<G2Projective>(1 << max_g2);
+    let g2_all = points::<G2Projective>(if part("g2") { 1 << max_g2 } else { 1 });
     let g2_bases = s.upload(&g2_all).unwrap();
-    for log_n in (16..=max_g2).step_by(2) {
+    for log_n in (min_log..=max_g2).step_by(2).filter(|_| part("g2")) {
         let n = 1usize << log_n;
         for bits in [false, true] {
             let sc = scalars(n, bits);

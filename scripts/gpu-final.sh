@@ -12,7 +12,8 @@
 #   kernels the kernel bench with its floors, up to 2^26
 # STAGING (copy or in-place) picks the bench's staging (STAGING27 at 2^27); EXTRA is appended to
 # every bench's flags, EXTRA27 to the s27 step's (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU).
-# PHASES27=1 makes the s27 step print every MSM's device time by phase (SNARKPIPE_MSM_PHASES). Each step gets what is left of the
+# PHASES27=1 (PHASES26=1) makes the s27 (s26) step print every MSM's device time by phase
+# (SNARKPIPE_MSM_PHASES), with its passes and window. Each step gets what is left of the
 # budget up to its own cap, so the call always returns with what it has.
 # Build first: ../shared/tools/gpu-bundle, plus .gpu/cuda_kernels_bench: the executable cargo names
 # in `cargo bench --bench cuda_kernels --no-run` ("Executable benches/cuda_kernels.rs (PATH)"), not
@@ -48,8 +49,8 @@ for s in ${STEPS:-tests s24 s26}; do
       done ;;
     s24) bench s24 200 --devices all ${SCALING---scaling} --keys setup --log-n 24 --partitions "${P24:-96}" --workers 3 \
            --in-flight 6 --trace "$out/s24.trace.json" ;;
-    s26) bench s26 400 --devices all ${SCALING---scaling} --keys setup --log-n 26 --partitions "${P26:-12}" \
-           --in-flight "${IN26:-3}" --trace "$out/s26.trace.json" ;;
+    s26) (bench_phases=${PHASES26:-0}; bench s26 400 --devices all ${SCALING---scaling} --keys setup --log-n 26 \
+           --partitions "${P26:-12}" --in-flight "${IN26:-3}" --trace "$out/s26.trace.json") ;;
     s27) # In place by default: a 2^27 key (64 GB) and its witnesses (19 GB each) leave no room for
          # pooled copies on a 128 GB host; two witnesses (W27) shared by the stream.
          (staging=${STAGING27:-in-place}; bench_phases=${PHASES27:-0}; bench s27 300 --devices 0 --keys random --witness bits --log-n 27 \
