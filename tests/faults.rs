@@ -377,8 +377,11 @@ impl Device for ForeignPins {
     fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> snarkpipe::Result<Arc<dyn DeviceStream>> {
         self.inner.new_stream(name, timeline)
     }
-    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
-        self.inner.workspace_bytes(log_n, max_msm_len)
+    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
+        self.inner.workspace_bytes(log_n, max_msm_len, msm_pass_points)
+    }
+    fn min_msm_pass_points(&self) -> usize {
+        self.inner.min_msm_pass_points()
     }
 }
 

@@ -169,6 +169,9 @@ pub struct PartitionJob {
     /// Set when the key does not fit on the device beside the partition: its points stream
     /// through two chunk buffers of this many points (see `actors/msm.rs`).
     pub key_chunk_points: Option<usize>,
+    /// Points per MSM pass, set by the admission with the memory plan it sized (see
+    /// [`crate::actors::admission::msm_pass_points`]).
+    pub msm_pass_points: usize,
     /// The key's host vectors, page-locked while a streamed key's chunks are copied.
     pub key_pins: Vec<PinLease>,
     pub grant: Option<Grant>,

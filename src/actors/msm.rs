@@ -96,7 +96,7 @@ impl StageLogic for Multiexp {
             let tag = job.tag(Stage::Msm).with("msm", format!("{slot:?}")).with("points", len);
             let bases = match source {
                 KeyPoints::Resident(bases) => {
-                    stream.msm(group, bases, scalars, 0..len, &buffers.results, slot, &tag)?;
+                    stream.msm(group, bases, scalars, 0..len, &buffers.results, slot, job.msm_pass_points, &tag)?;
                     continue;
                 }
                 KeyPoints::Host(points) => points,
@@ -118,7 +118,7 @@ impl StageLogic for Multiexp {
                     }
                 }
                 stream.wait_event(&key_stream.record_event()?)?;
-                stream.msm(group, target, scalars, terms, &buffers.results, slot, &tag)?;
+                stream.msm(group, target, scalars, terms, &buffers.results, slot, job.msm_pass_points, &tag)?;
                 last_read[buffer] = Some(stream.record_event()?);
                 filled += 1;
             }

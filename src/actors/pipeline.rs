@@ -198,6 +198,11 @@ impl DevicePipeline {
         self.compute.len()
     }
 
+    /// The most partitions in flight on this device at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
+
     /// Picks the compute stream (worker) for the next partition, round robin.
     pub fn next_worker(&self) -> usize {
         self.next_worker.fetch_add(1, Ordering::SeqCst) % self.compute.len()

@@ -127,7 +127,7 @@ impl Device for CpuDevice {
         Ok(Arc::new(CpuStream { queue: HostQueue::start(self.ordinal, name, timeline)?, scratch }))
     }
 
-    fn workspace_bytes(&self, log_n: u32, _max_msm_len: usize) -> u64 {
+    fn workspace_bytes(&self, log_n: u32, _max_msm_len: usize, _msm_pass_points: usize) -> u64 {
         // Twiddle factors for the domain, which the quotient allocates while it runs (as the
         // CUDA kernels allocate theirs); the CPU's MSM needs no device scratch.
         scalar_bytes(1usize << log_n)
@@ -319,6 +319,7 @@ impl DeviceStream for CpuStream {
         terms: Range<usize>,
         results: &DeviceBuffer,
         slot: MsmSlot,
+        _pass_points: usize,
         tag: &WorkTag,
     ) -> Result<()> {
         let (bases, scalars, results) = (bases.clone(), scalars.clone(), results.clone());

@@ -146,8 +146,11 @@ impl Device for FaultyDevice {
         let inner = self.inner.new_stream(name, timeline)?;
         Ok(Arc::new(FaultyStream { inner, faults: self.faults.clone() }))
     }
-    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
-        self.inner.workspace_bytes(log_n, max_msm_len)
+    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
+        self.inner.workspace_bytes(log_n, max_msm_len, msm_pass_points)
+    }
+    fn min_msm_pass_points(&self) -> usize {
+        self.inner.min_msm_pass_points()
     }
     fn release_cached(&self) {
         self.inner.release_cached()
@@ -230,10 +233,11 @@ impl DeviceStream for FaultyStream {
         terms: Range<usize>,
         results: &DeviceBuffer,
         slot: MsmSlot,
+        pass_points: usize,
         tag: &WorkTag,
     ) -> Result<()> {
         self.faults.maybe_fail(FaultSite::KernelLaunch, "MSM kernel launch")?;
-        self.inner.msm(group, bases, scalars, terms, results, slot, tag)?;
+        self.inner.msm(group, bases, scalars, terms, results, slot, pass_points, tag)?;
         self.maybe_fail_on_completion(tag, "MSM");
         Ok(())
     }

@@ -174,10 +174,19 @@ pub trait Device: Send + Sync {
     fn release_cached(&self) {}
 
     /// Scratch bytes a partition needs beside its inputs: NTT twiddles and MSM buckets for the
-    /// largest MSM of `max_msm_len` points. Part of every partition's memory plan: the budget
-    /// reserves it, and the kernels allocate their scratch within it as they run (it is not
-    /// allocated up front as well, which would hold the same memory twice).
-    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64;
+    /// largest MSM of `max_msm_len` points, run in passes of `msm_pass_points` points. Part of
+    /// every partition's memory plan: the budget reserves it, and the kernels allocate their
+    /// scratch within it as they run (it is not allocated up front as well, which would hold
+    /// the same memory twice).
+    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64;
+
+    /// The shortest MSM pass this device runs: the one that bounds an MSM's scratch whatever its
+    /// length. The admission plans longer passes, up to one pass over the largest MSM, where
+    /// the budget has room for them ([`crate::actors::admission::msm_pass_points`]). Devices
+    /// whose MSM scratch does not depend on the pass (the CPU) run every MSM in one pass.
+    fn min_msm_pass_points(&self) -> usize {
+        usize::MAX
+    }
 }
 
 /// An in-order queue of device work. Every call only enqueues; completion is observed through
@@ -232,7 +241,8 @@ pub trait DeviceStream: Send + Sync {
 
     /// Σ scalars[terms.start + i]·bases[i] for i < terms.len(), added into `slot` of `results`
     /// (which starts empty): the whole MSM with a resident key, or one chunk of it when the
-    /// key streams through `bases`.
+    /// key streams through `bases`. It runs in passes of at most `pass_points` points, the
+    /// pass the partition's memory plan was sized for.
     #[allow(clippy::too_many_arguments)]
     fn msm(
         &self,
@@ -242,6 +252,7 @@ pub trait DeviceStream: Send + Sync {
         terms: Range<usize>,
         results: &DeviceBuffer,
         slot: MsmSlot,
+        pass_points: usize,
         tag: &WorkTag,
     ) -> Result<()>;
 

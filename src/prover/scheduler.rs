@@ -161,6 +161,7 @@ impl Scheduler {
             staged: None,
             resident_key: None,
             key_chunk_points: None,
+            msm_pass_points: usize::MAX,
             key_pins: Vec::new(),
             admission: None,
             grant: None,

@@ -16,7 +16,7 @@ use blstrs::{G1Affine, G2Affine, Scalar};
 use parking_lot::Mutex;
 
 use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, PinnedRange};
-use super::msm::{msm_scratch_bytes, MsmOptions};
+use super::msm::{msm_scratch_bytes, MsmOptions, MSM_PASS_POINTS};
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
     scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
@@ -156,11 +156,15 @@ impl Device for CudaDevice {
         }
     }
 
-    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize) -> u64 {
+    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
         // The NTT's twiddles, and the scratch of the largest MSM, bounded by one pass of its
         // points (msm.rs). The kernels allocate these themselves; the budget accounts for them
         // here.
-        scalar_bytes(1usize << log_n) / 2 + msm_scratch_bytes(max_msm_len) + (64 << 20)
+        scalar_bytes(1usize << log_n) / 2 + msm_scratch_bytes(max_msm_len, msm_pass_points) + (64 << 20)
+    }
+
+    fn min_msm_pass_points(&self) -> usize {
+        MSM_PASS_POINTS
     }
 }
 
@@ -309,11 +313,12 @@ impl DeviceStream for CudaStream {
         terms: Range<usize>,
         results: &DeviceBuffer,
         slot: MsmSlot,
+        pass_points: usize,
         tag: &WorkTag,
     ) -> Result<()> {
         let (bases, scalars, results) = (bases.clone(), scalars.clone(), results.clone());
         self.enqueue(tag, move |stream| {
-            let opts = MsmOptions { ones_fast_path: true, ..MsmOptions::default() };
+            let opts = MsmOptions { ones_fast_path: true, pass_points: Some(pass_points), ..MsmOptions::default() };
             let out = memory_of(&results)?;
             let len = terms.len();
             with_buffer::<Scalar, _>(&scalars, |all_scalars| {

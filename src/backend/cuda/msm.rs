@@ -30,10 +30,12 @@ fn log_segments_for(windows: usize, log_buckets: u32) -> u32 {
     17u32.saturating_sub(lw).min(log_buckets.saturating_sub(4))
 }
 
-/// The most points one pass of an MSM sorts and adds at once. A longer MSM runs in passes
-/// into the same buckets and reduces them once, so its scratch is bounded by a pass (about
-/// 166 bytes per point at c = 20, plus the buckets) whatever its length: at 2^27 this is what
-/// lets two partitions fit beside a resident key on one H200.
+/// The shortest pass an MSM runs in, and the default. A longer MSM runs in passes into the
+/// same buckets and reduces them once, so its scratch is bounded by a pass (about 166 bytes per
+/// point at c = 20, plus the buckets) whatever its length: at 2^27 this is what lets two
+/// partitions fit beside a resident key on one H200. Where the budget has room, a partition's
+/// plan takes longer passes ([`crate::actors::admission::msm_pass_points`]): every pass after
+/// the first pays a fix-up over all the buckets.
 pub const MSM_PASS_POINTS: usize = 1 << 25;
 
 /// How an MSM runs.
@@ -44,8 +46,8 @@ pub struct MsmOptions {
     /// Adds the points whose scalar is 1 in a plain batch sum and runs Pippenger over the
     /// rest (zeros are always skipped). Pays off when most scalars are bits.
     pub ones_fast_path: bool,
-    /// Points per pass; `None` means [`MSM_PASS_POINTS`]. Tests set it small to run many
-    /// passes over few points.
+    /// Points per pass; `None` means [`MSM_PASS_POINTS`]. The pipeline passes the pass its
+    /// memory plan was sized for; tests set it small to run many passes over few points.
     pub pass_points: Option<usize>,
     /// Windows whose bucket entries one scatter launch writes; `None` means
     /// [`scatter_windows_for`] the window size.
@@ -101,12 +103,13 @@ pub fn scatter_windows_for(c: u32) -> usize {
     (SCATTER_CURSOR_BYTES >> (c + 1)).max(1)
 }
 
-/// The scratch one MSM of `len` points allocates on the device at most, in bytes: what a pass
-/// of [`MSM_PASS_POINTS`] (or fewer) points holds with the window of `len` scalars
-/// ([`pass_scratch_bytes`]), every scalar of the pass left for the buckets.
-pub fn msm_scratch_bytes(len: usize) -> u64 {
-    let pass = len.min(MSM_PASS_POINTS) as u64;
-    pass_scratch_bytes(window_bits_for(len.max(2)), pass, pass, len > MSM_PASS_POINTS)
+/// The scratch one MSM of `len` points in passes of `pass_points` allocates on the device at
+/// most, in bytes: what a pass of `pass_points` (or fewer) points holds with the window of `len`
+/// scalars ([`pass_scratch_bytes`]), every scalar of the pass left for the buckets.
+pub fn msm_scratch_bytes(len: usize, pass_points: usize) -> u64 {
+    let pass_points = pass_points.max(1);
+    let pass = len.min(pass_points) as u64;
+    pass_scratch_bytes(window_bits_for(len.max(2)), pass, pass, len > pass_points)
 }
 
 /// The scratch of one pass of `pass` points, `rest` of whose scalars are neither 0 nor 1, with
@@ -161,15 +164,16 @@ pub fn window_bits_for_passes(rest: usize, pass_len: usize, passes: usize) -> u3
 
 /// The window an MSM of `len` points in passes of `pass_len` takes once a pass with scalars
 /// left for the buckets suggests `expected_rest` of them over the whole MSM: the model's best
-/// ([`window_bits_for_passes`]), but never wider than the window [`msm_scratch_bytes`]`(len)`
-/// sized the buckets for, and never so narrow that a later pass, every scalar of it left for the
-/// buckets (more entries a scalar), would hold more than that plan. A first pass of bits followed
-/// by random passes would otherwise run the device out of memory mid-MSM.
+/// ([`window_bits_for_passes`]), but never wider than the window
+/// [`msm_scratch_bytes`]`(len, pass_len)` sized the buckets for, and never so narrow that a
+/// later pass, every scalar of it left for the buckets (more entries a scalar), would hold more
+/// than that plan. A first pass of bits followed by random passes would otherwise run the device
+/// out of memory mid-MSM.
 pub fn window_bits_within_plan(expected_rest: usize, len: usize, pass_len: usize) -> u32 {
     let pass_len = pass_len.clamp(1, len.max(1));
     let passes = len.div_ceil(pass_len);
     let planned = window_bits_for(len.max(2));
-    let plan = msm_scratch_bytes(len);
+    let plan = msm_scratch_bytes(len, pass_len);
     // one pass: its count is the estimate; several: a later pass may leave every scalar
     let worst_rest = if passes == 1 { expected_rest } else { pass_len };
     let held = |c: u32| pass_scratch_bytes(c, pass_len as u64, worst_rest as u64, passes > 1);
@@ -367,7 +371,7 @@ impl GpuStream {
                     Some(shared) => shared,
                     None => {
                         // The window for the whole MSM's scalars that are neither 0 nor 1, estimated
-                        // from this pass, within the scratch msm_scratch_bytes(len) planned for.
+                        // from this pass, within the scratch msm_scratch_bytes(len, pass_len) planned for.
                         let expected_rest = (rest as u128 * len as u128 / n as u128) as usize;
                         let chosen = || window_bits_within_plan(expected_rest, len, pass_len);
                         let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
@@ -632,7 +636,7 @@ mod tests {
         }
     }
 
-    /// `msm_scratch_bytes(len)` sizes the buckets with the window of `len` scalars, while an
+    /// `msm_scratch_bytes(len, _)` sizes the buckets with the window of `len` scalars, while an
     /// MSM picks its window from the nonzero scalars it finds (at most `len`): that is only a
     /// bound if the window never shrinks as the count grows.
     #[test]
@@ -676,23 +680,29 @@ mod tests {
     }
 
     /// The window an MSM picks from its first pass can be narrower than the one the memory plan
-    /// sized (`msm_scratch_bytes(len)`), which means more entries a scalar; and a later pass may
-    /// leave every scalar for the buckets. The fewer buckets must pay for that: whatever the
-    /// share of 0/1 scalars the first pass finds, no pass may hold more than the plan.
+    /// sized (`msm_scratch_bytes(len, pass)`), which means more entries a scalar; and a later
+    /// pass may leave every scalar for the buckets. The fewer buckets must pay for that: whatever
+    /// the share of 0/1 scalars the first pass finds, no pass may hold more than the plan, for
+    /// the shortest pass, longer ones the admission may plan, and one pass over the whole MSM.
     #[test]
     fn no_pass_outgrows_the_planned_scratch() {
         let mut len = 2usize;
         while len < 1 << 31 {
-            let pass = len.min(MSM_PASS_POINTS);
-            let passes = len.div_ceil(pass);
-            let plan = msm_scratch_bytes(len);
-            for percent in [100usize, 90, 75, 50, 25, 10, 5, 1, 0] {
-                let expected_rest = (len * percent / 100).max(1);
-                let c = window_bits_within_plan(expected_rest, len, pass);
-                // one pass: its count is the estimate; several: a later pass may be all random
-                let rest = if passes == 1 { expected_rest } else { pass };
-                let held = pass_scratch_bytes(c, pass as u64, rest as u64, passes > 1);
-                assert!(held <= plan, "{len} points, {percent}% random: window {c} holds {held} > plan {plan}");
+            for pass_points in [MSM_PASS_POINTS, MSM_PASS_POINTS << 1, MSM_PASS_POINTS << 2, len] {
+                let pass = len.min(pass_points);
+                let passes = len.div_ceil(pass);
+                let plan = msm_scratch_bytes(len, pass_points);
+                for percent in [100usize, 90, 75, 50, 25, 10, 5, 1, 0] {
+                    let expected_rest = (len * percent / 100).max(1);
+                    let c = window_bits_within_plan(expected_rest, len, pass);
+                    // one pass: its count is the estimate; several: a later pass may be all random
+                    let rest = if passes == 1 { expected_rest } else { pass };
+                    let held = pass_scratch_bytes(c, pass as u64, rest as u64, passes > 1);
+                    assert!(
+                        held <= plan,
+                        "{len} points in passes of {pass}, {percent}% random: window {c} holds {held} > plan {plan}"
+                    );
+                }
             }
             len = (len + 1).max(len + len / 16);
         }
@@ -700,10 +710,18 @@ mod tests {
 
     #[test]
     fn an_msm_s_scratch_stops_growing_past_one_pass() {
-        let per_pass = msm_scratch_bytes(MSM_PASS_POINTS + 1);
+        let per_pass = msm_scratch_bytes(MSM_PASS_POINTS + 1, MSM_PASS_POINTS);
         // Longer MSMs add no per-point scratch: only the window (at most 20 bits) could grow.
-        assert_eq!(msm_scratch_bytes(1 << 30), per_pass);
-        assert!(msm_scratch_bytes(MSM_PASS_POINTS) < per_pass, "a single pass needs no scratch buckets");
-        assert!(msm_scratch_bytes(1 << 20) < msm_scratch_bytes(1 << 24));
+        assert_eq!(msm_scratch_bytes(1 << 30, MSM_PASS_POINTS), per_pass);
+        assert!(
+            msm_scratch_bytes(MSM_PASS_POINTS, MSM_PASS_POINTS) < per_pass,
+            "a single pass needs no scratch buckets"
+        );
+        assert!(msm_scratch_bytes(1 << 20, MSM_PASS_POINTS) < msm_scratch_bytes(1 << 24, MSM_PASS_POINTS));
+        // a longer pass holds more per point; one pass over 2^26 points: no scratch buckets, but
+        // twice the entries of a 2^25 pass
+        let (two_passes, one_pass) = (msm_scratch_bytes(1 << 26, 1 << 25), msm_scratch_bytes(1 << 26, 1 << 26));
+        assert!(one_pass > two_passes, "{one_pass} vs {two_passes}");
+        assert!(one_pass - two_passes < 4 << 30, "one pass at 2^26 costs {} more", one_pass - two_passes);
     }
 }
