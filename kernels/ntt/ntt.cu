@@ -179,21 +179,6 @@ extern "C" __global__ void ntt_dit_stages(fr_t* data, const fr_t* twiddles, u32 
 // over the banks for every stage pattern (at most 4-way, mostly conflict-free).
 __device__ __forceinline__ u32 tile_swizzle(u32 L) { return L ^ ((L >> 5) & 31); }
 
-// One DIT butterfly: (x0, x1) <- (x0 + w·x1, x0 − w·x1), with w = 1 (no multiplication) when
-// the twiddle is ω^0.
-__device__ __forceinline__ void dit_butterfly(fr_t& x0, fr_t& x1, bool twiddled, const fr_t& w) {
-    fr_t v = x1;
-    if (twiddled) v = v * w;
-    x1 = x0 - v;
-    x0 = x0 + v;
-}
-
-// The exponent j of tile element L's twiddle in a stage whose position within its half block
-// is given by the mid bits under mid_mask (see ntt_dit_pass); the stage loads ω^(j << shift).
-__device__ __forceinline__ u32 twiddle_exponent(u32 L, u32 log_cols, u32 col_mask, u32 mid_mask, u32 s, u32 lo0) {
-    return (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
-}
-
 // Runs DIT stages first_stage .. first_stage+num_stages-1 (stage t joins pairs 2^t apart, with
 // twiddle ω^(j·n/2^(t+1)) for j = index mod 2^t) on the bit-reversed data.
 // Tile: 2^log_tile elements = 2^k rows ("mid" bits at first_stage) × 2^(log_tile-k) columns (the
@@ -268,15 +253,19 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
                 const u32 shift = log_n - 1 - t;
 #pragma unroll
                 for (int key = 0; key < (1 << u); key++) {
-                    const u32 j = twiddle_exponent(L0 | off[key], log_cols, col_mask, mid_mask, s, lo0);
+                    const u32 L = L0 | off[key];
+                    const u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
                     // ω^0 = 1: all of stage 0, half of stage 1, ... (warp-uniform in the first round)
                     const bool twiddled = j != 0;
                     fr_t w;
                     if (twiddled) w = load_fr(twiddles + ((size_t)j << shift));
 #pragma unroll
                     for (int hi = 0; hi < (4 >> u); hi++) {
-                        const int i0 = key | (hi << (u + 1));
-                        dit_butterfly(x[i0], x[i0 | (1 << u)], twiddled, w);
+                        const int i0 = key | (hi << (u + 1)), i1 = i0 | (1 << u);
+                        fr_t v = x[i1];
+                        if (twiddled) v = v * w;
+                        x[i1] = x[i0] - v;
+                        x[i0] = x[i0] + v;
                     }
                 }
             }
@@ -292,10 +281,13 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
 #pragma unroll
                 for (int i0 = 0; i0 < NTT_PER_THREAD; i0++) {
                     if (i0 & (1 << u)) continue;
-                    const u32 j = twiddle_exponent(L0 | off[i0], log_cols, col_mask, mid_mask, s, lo0);
-                    fr_t w;
-                    if (j != 0) w = load_fr(twiddles + ((size_t)j << shift));
-                    dit_butterfly(x[i0], x[i0 | (1 << u)], j != 0, w);
+                    const int i1 = i0 | (1 << u);
+                    fr_t v = x[i1];
+                    u32 L = L0 | off[i0];
+                    u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+                    if (j != 0) v = v * load_fr(twiddles + ((size_t)j << shift));
+                    x[i1] = x[i0] - v;
+                    x[i0] = x[i0] + v;
                 }
             }
         }
