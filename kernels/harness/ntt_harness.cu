@@ -284,7 +284,7 @@ static void forward(fr_t* d, const Tables& t, cudaEvent_t* marks = nullptr) {
     u32 log_tile = std::min<u32>(log_n, 10);
     int m = 1;
     for (auto [s, k] : pass_plan(log_n)) {
-        ntt_dit_pass<<<(u32)(n >> log_tile), 1u << (log_tile - 3)>>>(d, t.twiddles, log_n, s, k, log_tile);
+        ntt_dit_pass<<<(u32)(n >> log_tile), 1u << (log_tile - NTT_ROUND_BITS)>>>(d, t.twiddles, log_n, s, k, log_tile);
         CKL();
         if (marks) CK(cudaEventRecord(marks[m++]));
     }

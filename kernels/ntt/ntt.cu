@@ -3,10 +3,12 @@
 // Forward NTT, natural order in and out: an in-place bit reversal (ntt_bit_reverse, 16×16 tiles
 // through shared memory so that global accesses stay contiguous), then radix-2 decimation-in-time
 // stages in a few passes (ntt_dit_pass). A pass runs up to 10 consecutive stages on tiles of 2^10
-// elements: 2^k rows (the stage bits) × 2^(10-k) neighbouring columns. Each thread keeps 8 elements
-// in registers and does three stages (a radix-8 step, 12 butterflies) between shared-memory
-// exchanges, so a 10-stage pass needs 4 rounds, the first reading global memory directly and the
-// last writing it. Twiddles ω^e (e < n/2) come from one table built on the device.
+// elements: 2^k rows (the stage bits) × 2^(10-k) neighbouring columns. Each thread keeps 4 elements
+// in registers and does two stages (a radix-4 step, 4 butterflies) between shared-memory
+// exchanges, so a 10-stage pass needs 5 rounds, the first reading global memory directly and the
+// last writing it. (Radix 8, 8 elements a thread, 3 stages a round, needs 124 registers: 16 warps
+// an SM, latency-bound; radix 4 at 64 registers runs 32 and is 6-10% faster: kernels/NOTES.md.)
+// Twiddles ω^e (e < n/2) come from one table built on the device.
 // The inverse is the forward transform followed by i -> n-i and a scale by 1/n; cosets scale
 // element i by g^i before (forward) or by g^-i after (inverse).
 // Launch geometry is chosen in src/backend/cuda/ntt.rs (and mirrored in kernels/harness).
@@ -170,9 +172,12 @@ extern "C" __global__ void ntt_dit_stages(fr_t* data, const fr_t* twiddles, u32 
 }
 
 #define NTT_LOG_TILE 10
-#define NTT_PER_THREAD 8  // elements per thread in ntt_dit_pass: three stages per exchange
+#ifndef NTT_ROUND_BITS
+#define NTT_ROUND_BITS 2  // stages per shared-memory exchange in ntt_dit_pass (LOG_PER_THREAD in ntt.rs)
+#endif
+#define NTT_PER_THREAD (1 << NTT_ROUND_BITS)  // elements per thread in ntt_dit_pass
 #ifndef NTT_MIN_BLOCKS
-#define NTT_MIN_BLOCKS 4  // blocks per SM that ntt_dit_pass's register use must allow
+#define NTT_MIN_BLOCKS 4  // blocks per SM (of 256 threads at radix 4) that ntt_dit_pass's registers must allow
 #endif
 
 // Tile element L's word w lives at tile[w][swizzle(L)]: the xor spreads a warp's 32 accesses
@@ -182,12 +187,12 @@ __device__ __forceinline__ u32 tile_swizzle(u32 L) { return L ^ ((L >> 5) & 31);
 // Runs DIT stages first_stage .. first_stage+num_stages-1 (stage t joins pairs 2^t apart, with
 // twiddle ω^(j·n/2^(t+1)) for j = index mod 2^t) on the bit-reversed data.
 // Tile: 2^log_tile elements = 2^k rows ("mid" bits at first_stage) × 2^(log_tile-k) columns (the
-// low bits), needing log_tile - k <= first_stage, 3 <= log_tile <= 10. Block: 2^(log_tile-3)
-// threads; grid: n >> log_tile blocks. twiddles[e] = ω^e, e < n/2.
-// Round r handles stages b = 3r .. b+q-1 (q <= 3): a thread's 8 elements are the tile indices
-// L0 | off[i], i < 8, where i's low q bits sit on those stage bits and its other bits on the
-// lowest free tile bits; the thread index fills the remaining bits.
-extern "C" __global__ void __launch_bounds__(1 << (NTT_LOG_TILE - 3), NTT_MIN_BLOCKS)
+// low bits), needing log_tile - k <= first_stage, 3 <= log_tile <= 10. Block: 2^(log_tile-R)
+// threads, R = NTT_ROUND_BITS; grid: n >> log_tile blocks. twiddles[e] = ω^e, e < n/2.
+// Round r handles stages b = R·r .. b+q-1 (q <= R): a thread's 2^R elements are the tile indices
+// L0 | off[i], where i's low q bits sit on those stage bits and its other bits on the lowest free
+// tile bits; the thread index fills the remaining bits.
+extern "C" __global__ void __launch_bounds__(1 << (NTT_LOG_TILE - NTT_ROUND_BITS), NTT_MIN_BLOCKS)
 ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 num_stages, u32 log_tile) {
     __shared__ u32 tile[8][1 << NTT_LOG_TILE];
     const u32 s = first_stage, k = num_stages;
@@ -201,13 +206,13 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
     const u32 T = threadIdx.x;
 
     fr_t x[NTT_PER_THREAD];
-    for (u32 b = 0; b < k; b += 3) {
-        const u32 q = min(3u, k - b);
+    for (u32 b = 0; b < k; b += NTT_ROUND_BITS) {
+        const u32 q = min((u32)NTT_ROUND_BITS, k - b);
         const u32 p0 = log_cols + b;  // tile bit of stage b
         // tile bits carrying the element index i: q stage bits, then the lowest free bits
-        u32 e_pos[3], used = ((1u << q) - 1) << p0;
+        u32 e_pos[NTT_ROUND_BITS], used = ((1u << q) - 1) << p0;
 #pragma unroll
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < NTT_ROUND_BITS; c++) {
             if ((u32)c < q) {
                 e_pos[c] = p0 + c;
             } else {
@@ -223,8 +228,11 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
         }
         u32 off[NTT_PER_THREAD];
 #pragma unroll
-        for (int i = 0; i < NTT_PER_THREAD; i++)
-            off[i] = ((i & 1) << e_pos[0]) | (((i >> 1) & 1) << e_pos[1]) | (((i >> 2) & 1) << e_pos[2]);
+        for (int i = 0; i < NTT_PER_THREAD; i++) {
+            off[i] = 0;
+#pragma unroll
+            for (int c = 0; c < NTT_ROUND_BITS; c++) off[i] |= ((i >> c) & 1) << e_pos[c];
+        }
 
         if (b == 0) {
 #pragma unroll
@@ -241,13 +249,13 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
             }
         }
 
-        if (q == 3) {
-            // A full round: the element bits are the three stage bits, and a butterfly's twiddle
-            // depends only on the element bits below its stage. Stage u's four butterflies need
-            // 2^u distinct twiddles (7 a round, not 12): each is loaded once, for the butterflies
-            // i0 = key | hi << (u + 1) that share it.
+        if (q == NTT_ROUND_BITS) {
+            // A full round: the element bits are the R stage bits, and a butterfly's twiddle
+            // depends only on the element bits below its stage. Stage u's 2^(R-1) butterflies
+            // need 2^u distinct twiddles (at radix 8, 7 a round instead of 12): each is loaded
+            // once, for the butterflies i0 = key | hi << (u + 1) that share it.
 #pragma unroll
-            for (int u = 0; u < 3; u++) {
+            for (int u = 0; u < NTT_ROUND_BITS; u++) {
                 const u32 t = s + b + u;  // global stage
                 const u32 mid_mask = (1u << (b + u)) - 1;
                 const u32 shift = log_n - 1 - t;
@@ -260,7 +268,7 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
                     fr_t w;
                     if (twiddled) w = load_fr(twiddles + ((size_t)j << shift));
 #pragma unroll
-                    for (int hi = 0; hi < (4 >> u); hi++) {
+                    for (int hi = 0; hi < ((NTT_PER_THREAD / 2) >> u); hi++) {
                         const int i0 = key | (hi << (u + 1)), i1 = i0 | (1 << u);
                         fr_t v = x[i1];
                         if (twiddled) v = v * w;
@@ -270,10 +278,10 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
                 }
             }
         } else {
-            // The last round of a pass of 3m + 1 or 3m + 2 stages: free tile bits carry the
+            // The last round of a pass whose stages R does not divide: free tile bits carry the
             // other element bits, and they can change the twiddle, so each butterfly loads its own.
 #pragma unroll
-            for (int u = 0; u < 2; u++) {
+            for (int u = 0; u < NTT_ROUND_BITS - 1; u++) {
                 if ((u32)u >= q) break;
                 const u32 t = s + b + u;  // global stage
                 const u32 mid_mask = (1u << (b + u)) - 1;

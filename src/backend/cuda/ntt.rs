@@ -11,9 +11,12 @@ use super::context::{GpuBuffer, GpuStream, KernelArg};
 use crate::error::{Error, Result};
 
 const THREADS: u32 = 256;
-/// ntt_dit_pass: tiles of up to 2^10 elements, 8 per thread.
+/// ntt_dit_pass: tiles of up to 2^10 elements, 4 per thread (NTT_ROUND_BITS in ntt.cu).
 const LOG_TILE: u32 = 10;
-const LOG_PER_THREAD: u32 = 3;
+const LOG_PER_THREAD: u32 = 2;
+/// Below 2^3 elements the transform is one launch of the radix-2 kernel (ntt_dit_pass wants
+/// tiles of at least 2^3).
+const LOG_SMALLEST_PASS: u32 = 3;
 /// ntt_bit_reverse: 16×16-element tiles (256 threads) from 2^8 elements up.
 const LOG_BIT_REVERSE_TILES: u32 = 8;
 
@@ -154,7 +157,7 @@ impl GpuStream {
         let reverse_grid =
             if log_n >= LOG_BIT_REVERSE_TILES { (n >> LOG_BIT_REVERSE_TILES) as u32 } else { grid_for(n) };
         self.launch("ntt_bit_reverse", reverse_grid, THREADS, &[KernelArg::Ptr(d), KernelArg::U32(log_n)])?;
-        if log_n < LOG_PER_THREAD {
+        if log_n < LOG_SMALLEST_PASS {
             // 2 or 4 elements: the radix-2 kernel, one pass
             return self.launch(
                 "ntt_dit_stages",
