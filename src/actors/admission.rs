@@ -145,14 +145,14 @@ impl StageLogic for Admission {
 mod tests {
     use super::*;
     use crate::backend::cpu::CpuDevice;
-    use crate::backend::cuda::{msm_scratch_bytes, MSM_PASS_POINTS};
+    use crate::backend::cuda::{self, MSM_PASS_POINTS};
     use crate::backend::{DeviceBuffer, DeviceInfo, DeviceStream, HostRange, PinOutcome};
     use crate::synthetic::{SyntheticSpec, WitnessProfile};
     use crate::timeline::TimelineRecorder;
     use std::sync::Arc;
 
-    /// The CPU device planning its MSM scratch as the CUDA device does (msm.rs), so that the
-    /// pass choice can be checked without a GPU.
+    /// The CPU device planning its scratch as the CUDA device does (`cuda::workspace_bytes`),
+    /// so that the pass choice can be checked without a GPU.
     struct PlansLikeCuda(CpuDevice);
 
     impl Device for PlansLikeCuda {
@@ -178,7 +178,7 @@ mod tests {
             self.0.new_stream(name, timeline)
         }
         fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
-            scalar_bytes(1usize << log_n) / 2 + msm_scratch_bytes(max_msm_len, msm_pass_points) + (64 << 20)
+            cuda::workspace_bytes(log_n, max_msm_len, msm_pass_points)
         }
         fn min_msm_pass_points(&self) -> usize {
             MSM_PASS_POINTS

@@ -157,15 +157,19 @@ impl Device for CudaDevice {
     }
 
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
-        // The NTT's twiddles, and the scratch of the largest MSM, bounded by one pass of its
-        // points (msm.rs). The kernels allocate these themselves; the budget accounts for them
-        // here.
-        scalar_bytes(1usize << log_n) / 2 + msm_scratch_bytes(max_msm_len, msm_pass_points) + (64 << 20)
+        workspace_bytes(log_n, max_msm_len, msm_pass_points)
     }
 
     fn min_msm_pass_points(&self) -> usize {
         MSM_PASS_POINTS
     }
+}
+
+/// The scratch a partition's kernels allocate on a GPU as they run, which the budget reserves
+/// (`Device::workspace_bytes`): the NTT's twiddles, and the scratch of the largest MSM, of
+/// `max_msm_len` points in passes of `msm_pass_points` (msm.rs).
+pub fn workspace_bytes(log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
+    scalar_bytes(1usize << log_n) / 2 + msm_scratch_bytes(max_msm_len, msm_pass_points) + (64 << 20)
 }
 
 /// A CUDA stream and the clock that maps its events onto the host's.

@@ -22,6 +22,7 @@ pub use context::{
     nvrtc_compile_embedded, nvrtc_compile_source, DeviceElement, G1Jacobian, G2Jacobian, GpuBuffer, GpuClock,
     GpuContext, GpuStream, HostRegistration, KernelSource, PinnedRange, TimedEvent,
 };
+pub use device::workspace_bytes;
 pub use msm::{msm_scratch_bytes, window_bits_for, BucketKernel, MsmCurve, MsmOptions, G1, G2, MSM_PASS_POINTS};
 pub use ntt::domain_root;
 pub use probe::ProbeField;
