@@ -378,8 +378,11 @@ fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everythin
     use snarkpipe::actors::admission::key_chunk_bytes;
     let (key, witnesses, plan) = key_partitions_and_plan(16);
     let pvk = key.prepared_vk();
-    // At this rate about one partition in four fails; a run where none did shows nothing, so
-    // such a run (under 1% of them) is repeated with a fresh seed.
+    // A streamed partition passes about 100 fault sites (every chunk's copy, launch and
+    // completion), four times a resident one's, so at this rate about a third of the partitions
+    // fail. (At 0.3 about two thirds did, and some seeds failed all 16: fault seed
+    // 272197812608407455 fails each partition with a fault of its own.) A run where none or all
+    // failed shows nothing about the others, so it is repeated with a fresh seed.
     for attempt in 0..5 {
         let seed = fresh_seed();
         let prover = Prover::new(ProverConfig {
@@ -388,7 +391,7 @@ fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everythin
             workers_per_device: 2,
             in_flight: 3,
             memory_reserve_bytes: 0,
-            faults: Some((0.3, seed)),
+            faults: Some((0.1, seed)),
             retries: 0,
             ..ProverConfig::default()
         })
@@ -413,21 +416,18 @@ fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everythin
         let injected = prover.faults().injected_by_site();
         prover.shutdown(Shutdown::Drain);
         assert_nothing_held(&prover);
-        if failures.is_empty() {
-            eprintln!("attempt {attempt}: no fault hit the streamed key's partitions; again");
+        if failures.is_empty() || proved == 0 {
+            eprintln!(
+                "attempt {attempt}: {} of {} partitions failed (faults by site: {injected:?}); again",
+                failures.len(),
+                outcomes.len()
+            );
             continue;
         }
         assert!(prover.faults().injected() > 0);
-        // Independent faults at this rate fail all 16 partitions about never: if they all
-        // failed, one partition's fault reached the others. Say which faults and failures.
-        assert!(
-            proved > 0,
-            "every partition failed (fault seed {seed}); faults injected by site: {injected:?}; {}",
-            failures.join("; ")
-        );
         return;
     }
-    panic!("no fault hit the streamed key's partitions in 5 runs");
+    panic!("in 5 runs, faults hit either none or all of the streamed key's partitions");
 }
 
 #[test]
