@@ -20,9 +20,7 @@ pub fn partition_plan_bytes(device: &dyn Device, shape: &WitnessShape, log_n: u3
 
 /// The points of the partition's largest MSM (h, l, a or b).
 fn largest_msm(shape: &WitnessShape, log_n: u32) -> usize {
-    let a_query = shape.num_inputs + shape.a_aux_total;
-    let b_query = shape.b_input_total + shape.b_aux_total;
-    ((1usize << log_n) - 1).max(shape.num_aux).max(a_query).max(b_query)
+    ((1usize << log_n) - 1).max(shape.num_aux).max(shape.a_query_len()).max(shape.b_query_len())
 }
 
 /// Device bytes one partition needs beside its proving key, its MSMs run in passes of
@@ -35,13 +33,10 @@ pub fn partition_plan_bytes_with_pass(
     log_n: u32,
     msm_pass_points: usize,
 ) -> u64 {
-    let domain = 1usize << log_n;
-    let a_query = shape.num_inputs + shape.a_aux_total;
-    let b_query = shape.b_input_total + shape.b_aux_total;
-    3 * scalar_bytes(domain)
+    3 * scalar_bytes(1usize << log_n)
         + scalar_bytes(shape.num_aux.max(1))
-        + scalar_bytes(a_query.max(1))
-        + scalar_bytes(b_query.max(1))
+        + scalar_bytes(shape.a_query_len().max(1))
+        + scalar_bytes(shape.b_query_len().max(1))
         + 2 * PackedDensity::device_bytes(shape.num_aux).max(8)
         + device.workspace_bytes(log_n, largest_msm(shape, log_n), msm_pass_points)
         + MSM_RESULTS_BYTES
@@ -189,8 +184,8 @@ mod tests {
     fn partition(log_n: u32) -> (WitnessShape, u64) {
         let spec = SyntheticSpec { log_n, profile: WitnessProfile::Bits, ..SyntheticSpec::default() };
         let shape = spec.shape().expect("a valid spec");
-        let b = (shape.b_input_total + shape.b_aux_total) as u64;
-        let g1 = (1u64 << log_n) + shape.num_aux as u64 + (shape.num_inputs + shape.a_aux_total) as u64 + b;
+        let b = shape.b_query_len() as u64;
+        let g1 = (1u64 << log_n) + shape.num_aux as u64 + shape.a_query_len() as u64 + b;
         (shape, g1 * 96 + b * 192)
     }
 

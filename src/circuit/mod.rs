@@ -124,6 +124,18 @@ pub struct WitnessShape {
     pub b_aux_total: usize,
 }
 
+impl WitnessShape {
+    /// Terms of the a query's MSM: every input, and the aux variables that occur in A.
+    pub fn a_query_len(&self) -> usize {
+        self.num_inputs + self.a_aux_total
+    }
+
+    /// Terms of the b query's MSMs (G1 and G2): the inputs and aux variables that occur in B.
+    pub fn b_query_len(&self) -> usize {
+        self.b_input_total + self.b_aux_total
+    }
+}
+
 /// Whether synthesis checks every constraint against the witness.
 ///
 /// Off by default, like bellperson: checking costs a comparison per constraint and the name of

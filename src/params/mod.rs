@@ -98,12 +98,12 @@ impl ProvingKey {
     /// [`Error::ParamsMismatch`] naming the first query that differs.
     pub fn check_shape(&self, shape: &WitnessShape) -> Result<()> {
         let domain = Domain::for_len(shape.num_constraints)?;
-        let b_total = shape.b_input_total + shape.b_aux_total;
+        let b_total = shape.b_query_len();
         let expected = [
             ("vk.ic (public inputs incl. ONE)", self.vk.ic.len(), shape.num_inputs),
             ("h (domain size - 1)", self.h.len(), domain.size() - 1),
             ("l (aux variables)", self.l.len(), shape.num_aux),
-            ("a (inputs + aux in A)", self.a.len(), shape.num_inputs + shape.a_aux_total),
+            ("a (inputs + aux in A)", self.a.len(), shape.a_query_len()),
             ("b_g1 (inputs and aux in B)", self.b_g1.len(), b_total),
             ("b_g2 (inputs and aux in B)", self.b_g2.len(), b_total),
         ];
