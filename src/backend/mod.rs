@@ -187,6 +187,23 @@ pub trait Device: Send + Sync {
     fn min_msm_pass_points(&self) -> usize {
         usize::MAX
     }
+
+    /// The device's field-multiplication rates, measured on it with its kernels' own
+    /// arithmetic, for the bench's floors; `None` where the backend has no such probe (the
+    /// CPU). Runs a few hundred milliseconds of kernels and holds about 60 MB of scratch while
+    /// it runs, inside the budget's reserve: call it before the partitions stream.
+    fn arithmetic_rates(&self) -> Result<Option<ArithmeticRates>> {
+        Ok(None)
+    }
+}
+
+/// Field multiplications per second on one device, as its microkernels run them.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ArithmeticRates {
+    /// Fr (scalar field, 255 bits) Montgomery multiplications per second.
+    pub fr_mul_per_s: f64,
+    /// Fp (base field, 381 bits) Montgomery multiplications per second.
+    pub fp_mul_per_s: f64,
 }
 
 /// An in-order queue of device work. Every call only enqueues; completion is observed through

@@ -1,6 +1,9 @@
 //! `snarkpipe bench`: streams synthetic partitions through the pipeline and reports what
 //! happened: time per partition, proofs verified, stage times, overlap, device busy time,
-//! budget and pinned-memory leaks, and injected faults.
+//! budget and pinned-memory leaks, and injected faults, and the time per partition against
+//! the device floor its arithmetic sets ([`floor`]).
+
+pub mod floor;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -179,6 +182,9 @@ pub struct BenchReport {
     pub witnesses_prepinned: bool,
     /// The host's staging rates, measured before the clock starts.
     pub host_floors: Option<HostStagingFloors>,
+    /// One partition's device floor ([`floor::partition_floor`]) at the first device's
+    /// multiplication rates, measured before the clock starts; `None` on the CPU.
+    pub device_floor: Option<floor::PartitionFloor>,
     /// Idle gaps over 1 ms on each device, with what it was waiting on.
     pub idle_gaps: Vec<summary::IdleGap>,
     /// The human-readable timeline summary.
@@ -328,6 +334,17 @@ fn measure_host_floors(prover: &Prover, values: &[crate::Scalar]) -> Result<Host
     Ok(HostStagingFloors { bytes, copy_gbps, lock_unlock_gbps })
 }
 
+/// The first device's multiplication rates and one partition's floor at them (`None` for a
+/// device without the probe: the CPU).
+fn measure_device_floor(
+    prover: &Prover,
+    witness: &crate::circuit::Witness,
+    log_n: u32,
+) -> Result<Option<floor::PartitionFloor>> {
+    let pipeline = prover.pipelines().first().ok_or_else(|| Error::Config("no device".into()))?;
+    Ok(pipeline.device.arithmetic_rates()?.map(|rates| floor::partition_floor(witness, log_n, rates)))
+}
+
 /// Page-locks the a, b, c and aux vectors of every witness through the first device's registry
 /// (the table of locked ranges is process-wide); the leases keep them locked until dropped.
 fn pin_witnesses(prover: &Prover, witnesses: &[Arc<crate::circuit::Witness>]) -> Result<Vec<PinLease>> {
@@ -392,6 +409,13 @@ fn run_on(
         Ok(floors) => Some(floors),
         Err(err) => {
             tracing::warn!(%err, "measuring the host's staging rates failed");
+            None
+        }
+    });
+    let device_floor = witnesses.first().and_then(|witness| match measure_device_floor(&prover, witness, args.log_n) {
+        Ok(floor) => floor,
+        Err(err) => {
+            tracing::warn!(%err, "measuring the device's multiplication rates failed");
             None
         }
     });
@@ -516,6 +540,7 @@ fn run_on(
         staging: args.staging,
         witnesses_prepinned: args.prepin_witnesses && args.staging == StagingMode::InPlace,
         host_floors,
+        device_floor,
         timeline_summary: summary.to_string(),
         idle_gaps: summary.idle_gaps,
         errors,
@@ -608,6 +633,23 @@ pub fn describe(report: &BenchReport) -> String {
         "  steady state (from the first NTT): {:.3} s per partition\n",
         report.steady_state.seconds_per_partition
     );
+    if let Some(floor) = &report.device_floor {
+        // the steady figure is over all devices; the floor is one device's
+        let per_device = report.steady_state.seconds_per_partition * report.devices.max(1) as f64;
+        out += &format!(
+            "  device floor {:.3} s per partition on one device (steady state {:.2}x the floor): quotient {:.3}, H {:.3}, L {:.3}, A {:.3}, B G1 {:.3}, B G2 {:.3} s at {:.1} G Fr / {:.1} G Fp multiplications a second\n",
+            floor.total_s,
+            per_device / floor.total_s.max(1e-12),
+            floor.quotient_s,
+            floor.h_msm_s,
+            floor.l_msm_s,
+            floor.a_msm_s,
+            floor.b_g1_msm_s,
+            floor.b_g2_msm_s,
+            floor.rates.fr_mul_per_s / 1e9,
+            floor.rates.fp_mul_per_s / 1e9
+        );
+    }
     if report.proofs_checked {
         out += &format!("  {} verified, {} failed\n", report.verified, report.failed);
     } else {
