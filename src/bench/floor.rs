@@ -44,7 +44,7 @@ impl ScalarCounts {
     /// one is given.
     pub fn of(scalars: &[Scalar], density: Option<&Density>) -> ScalarCounts {
         let class = |s: &Scalar| {
-            if bool::from(s.is_zero_vartime()) {
+            if s.is_zero_vartime() {
                 ScalarCounts { zeros: 1, ..Default::default() }
             } else if *s == Scalar::ONE {
                 ScalarCounts { ones: 1, ..Default::default() }
