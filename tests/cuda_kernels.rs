@@ -128,7 +128,9 @@ fn check_ntt(s: &GpuStream, rng: &mut ChaCha8Rng) {
 }
 
 fn check_quotient(s: &GpuStream, rng: &mut ChaCha8Rng) {
-    for log_n in [1u32, 2, 5, 10, 16, 20] {
+    // every pass plan shape: one launch of the radix-2 kernel (2^1, 2^2), one pass (up to 2^10),
+    // two (2^13, 2^16, 2^20), three (2^21, 2^22)
+    for log_n in [1u32, 2, 3, 4, 5, 10, 13, 16, 20, 21, 22] {
         let n = 1usize << log_n;
         let (a, b) = (random_scalars(n, rng), random_scalars(n, rng));
         let c: Vec<Scalar> = a.iter().zip(&b).map(|(x, y)| x * y).collect();
@@ -139,7 +141,7 @@ fn check_quotient(s: &GpuStream, rng: &mut ChaCha8Rng) {
         assert!(got[..n - 1] == want[..], "quotient differs at 2^{log_n}");
         assert!(got[n - 1].is_zero_vartime(), "h's top coefficient is not zero at 2^{log_n}");
     }
-    println!("quotient h 2^1..2^20: equal to the CPU");
+    println!("quotient h 2^1..2^22: equal to the CPU");
 }
 
 fn msm_g1_both(
@@ -352,7 +354,7 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
                 pass_points: Some(pass),
                 scatter_windows: Some(1 + pass % 5),
                 // each bucket kernel, in passes too
-                bucket_kernel: BucketKernel::ALL[pass % 3],
+                bucket_kernel: BucketKernel::ALL[pass % BucketKernel::ALL.len()],
             };
             let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
             assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");

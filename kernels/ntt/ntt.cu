@@ -184,6 +184,34 @@ extern "C" __global__ void ntt_dit_stages(fr_t* data, const fr_t* twiddles, u32 
 // over the banks for every stage pattern (at most 4-way, mostly conflict-free).
 __device__ __forceinline__ u32 tile_swizzle(u32 L) { return L ^ ((L >> 5) & 31); }
 
+// The tile indices of thread T's 2^R elements in a round whose q (<= R) stages start at tile bit
+// p0: element i sits at L0 | off[i], i's low q bits on the stage bits p0 .. p0+q-1 and its other
+// bits on the lowest free tile bits; the thread index fills the remaining bits in increasing
+// order. ntt_dit_pass and ntt_dif_inverse_pass share it.
+__device__ __forceinline__ void round_layout(u32 p0, u32 q, u32 log_tile, u32 T, u32& L0, u32 (&off)[NTT_PER_THREAD]) {
+    u32 e_pos[NTT_ROUND_BITS], used = ((1u << q) - 1) << p0;
+#pragma unroll
+    for (int c = 0; c < NTT_ROUND_BITS; c++) {
+        if ((u32)c < q) {
+            e_pos[c] = p0 + c;
+        } else {
+            u32 p = __ffs(~used) - 1;
+            e_pos[c] = p;
+            used |= 1u << p;
+        }
+    }
+    L0 = 0;
+    for (u32 p = 0, tb = 0; p < log_tile; p++) {
+        if (!((used >> p) & 1)) { L0 |= ((T >> tb) & 1) << p; tb++; }
+    }
+#pragma unroll
+    for (int i = 0; i < NTT_PER_THREAD; i++) {
+        off[i] = 0;
+#pragma unroll
+        for (int c = 0; c < NTT_ROUND_BITS; c++) off[i] |= ((i >> c) & 1) << e_pos[c];
+    }
+}
+
 // Runs DIT stages first_stage .. first_stage+num_stages-1 (stage t joins pairs 2^t apart, with
 // twiddle ω^(j·n/2^(t+1)) for j = index mod 2^t) on the bit-reversed data.
 // Tile: 2^log_tile elements = 2^k rows ("mid" bits at first_stage) × 2^(log_tile-k) columns (the
@@ -208,31 +236,8 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
     fr_t x[NTT_PER_THREAD];
     for (u32 b = 0; b < k; b += NTT_ROUND_BITS) {
         const u32 q = min((u32)NTT_ROUND_BITS, k - b);
-        const u32 p0 = log_cols + b;  // tile bit of stage b
-        // tile bits carrying the element index i: q stage bits, then the lowest free bits
-        u32 e_pos[NTT_ROUND_BITS], used = ((1u << q) - 1) << p0;
-#pragma unroll
-        for (int c = 0; c < NTT_ROUND_BITS; c++) {
-            if ((u32)c < q) {
-                e_pos[c] = p0 + c;
-            } else {
-                u32 p = __ffs(~used) - 1;
-                e_pos[c] = p;
-                used |= 1u << p;
-            }
-        }
-        // the thread index goes to the other bits, in increasing order
-        u32 L0 = 0;
-        for (u32 p = 0, tb = 0; p < log_tile; p++) {
-            if (!((used >> p) & 1)) { L0 |= ((T >> tb) & 1) << p; tb++; }
-        }
-        u32 off[NTT_PER_THREAD];
-#pragma unroll
-        for (int i = 0; i < NTT_PER_THREAD; i++) {
-            off[i] = 0;
-#pragma unroll
-            for (int c = 0; c < NTT_ROUND_BITS; c++) off[i] |= ((i >> c) & 1) << e_pos[c];
-        }
+        u32 L0, off[NTT_PER_THREAD];
+        round_layout(log_cols + b, q, log_tile, T, L0, off);
 
         if (b == 0) {
 #pragma unroll
@@ -316,6 +321,117 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
             __syncthreads();
         }
     }
+}
+
+// The inverse transform by decimation in frequency, natural order in, bit-reversed order out:
+// runs stages first_stage+num_stages-1 down to first_stage (stage t joins pairs 2^t apart, j =
+// index mod 2^t) as (u, v) -> (u + v, (u - v)·ω^(-j·n/2^(t+1))), each the inverse of
+// ntt_dit_pass's butterfly for stage t times two. Run over every stage (passes from the top), it
+// leaves n·c[brev(p)] at position p, c the inverse transform: ready for ntt_dit_pass without a
+// bit reversal. ω^-e = -ω^(n/2-e) for 0 < e < n/2, so the twiddle table serves both directions.
+// Same tile, rounds and launch geometry as ntt_dit_pass, the rounds in reverse order. With
+// SCALED, the pass over stage 0 multiplies position p by hi[r >> log_lo]·lo[r & mask], r = brev(p)
+// (the quotient's g^r/n), as it stores.
+template <bool SCALED>
+__device__ __forceinline__ void dif_inverse_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage,
+                                                 u32 num_stages, u32 log_tile, const fr_t* scale_hi,
+                                                 const fr_t* scale_lo, u32 scale_log_lo) {
+    __shared__ u32 tile[8][1 << NTT_LOG_TILE];
+    const u32 s = first_stage, k = num_stages;
+    const u32 log_cols = log_tile - k;
+    const u32 col_mask = (1u << log_cols) - 1;
+    const u32 log_col_groups = s - log_cols;
+    const u32 hi = blockIdx.x >> log_col_groups;
+    const u32 lo0 = (blockIdx.x & ((1u << log_col_groups) - 1)) << log_cols;
+    const size_t base_at = ((size_t)hi << (s + k)) + lo0;
+    fr_t* base = data + base_at;
+    const u32 T = threadIdx.x;
+    const size_t half = (size_t)1 << (log_n - 1);
+
+    fr_t x[NTT_PER_THREAD];
+    const u32 rounds = (k + NTT_ROUND_BITS - 1) / NTT_ROUND_BITS;
+    for (u32 r = rounds; r-- > 0;) {
+        const u32 b = r * NTT_ROUND_BITS;
+        const u32 q = min((u32)NTT_ROUND_BITS, k - b);
+        u32 L0, off[NTT_PER_THREAD];
+        round_layout(log_cols + b, q, log_tile, T, L0, off);
+
+        if (r + 1 == rounds) {
+#pragma unroll
+            for (int i = 0; i < NTT_PER_THREAD; i++) {
+                u32 L = L0 | off[i];
+                x[i] = load_fr(base + ((size_t)(L >> log_cols) << s) + (L & col_mask));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < NTT_PER_THREAD; i++) {
+                u32 at = tile_swizzle(L0 | off[i]);
+#pragma unroll
+                for (int w = 0; w < 8; w++) x[i].l[w] = tile[w][at];
+            }
+        }
+
+        // Stages from the round's top down; a butterfly's twiddle depends on the element bits
+        // below its stage (and, in a partial round, on the free tile bits), so each loads its own.
+#pragma unroll
+        for (int u = NTT_ROUND_BITS - 1; u >= 0; u--) {
+            if ((u32)u >= q) continue;
+            const u32 t = s + b + u;  // global stage
+            const u32 mid_mask = (1u << (b + u)) - 1;
+            const u32 shift = log_n - 1 - t;
+#pragma unroll
+            for (int i0 = 0; i0 < NTT_PER_THREAD; i0++) {
+                if (i0 & (1 << u)) continue;
+                const int i1 = i0 | (1 << u);
+                const u32 L = L0 | off[i0];
+                const u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+                const fr_t sum = x[i0] + x[i1];
+                if (j != 0) {
+                    // (u - v)·ω^-e = (v - u)·ω^(n/2 - e)
+                    x[i1] = (x[i1] - x[i0]) * load_fr(twiddles + (half - ((size_t)j << shift)));
+                } else {
+                    x[i1] = x[i0] - x[i1];
+                }
+                x[i0] = sum;
+            }
+        }
+
+        if (r == 0) {
+#pragma unroll
+            for (int i = 0; i < NTT_PER_THREAD; i++) {
+                u32 L = L0 | off[i];
+                const size_t at = ((size_t)(L >> log_cols) << s) + (L & col_mask);
+                if (SCALED) {
+                    const u32 rev = brev((u32)(base_at + at), log_n);
+                    const u32 mask = (1u << scale_log_lo) - 1;
+                    x[i] = x[i] * (load_fr(scale_hi + (rev >> scale_log_lo)) * load_fr(scale_lo + (rev & mask)));
+                }
+                store_fr(base + at, x[i]);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < NTT_PER_THREAD; i++) {
+                u32 at = tile_swizzle(L0 | off[i]);
+#pragma unroll
+                for (int w = 0; w < 8; w++) tile[w][at] = x[i].l[w];
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// The two builds of dif_inverse_pass (same parameters; the plain one ignores the scale tables).
+extern "C" __global__ void __launch_bounds__(1 << (NTT_LOG_TILE - NTT_ROUND_BITS), NTT_MIN_BLOCKS)
+ntt_dif_inverse_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 num_stages, u32 log_tile,
+                     const fr_t* scale_hi, const fr_t* scale_lo, u32 scale_log_lo) {
+    dif_inverse_pass<false>(data, twiddles, log_n, first_stage, num_stages, log_tile, scale_hi, scale_lo,
+                            scale_log_lo);
+}
+extern "C" __global__ void __launch_bounds__(1 << (NTT_LOG_TILE - NTT_ROUND_BITS), NTT_MIN_BLOCKS)
+ntt_dif_inverse_pass_scaled(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 num_stages,
+                            u32 log_tile, const fr_t* scale_hi, const fr_t* scale_lo, u32 scale_log_lo) {
+    dif_inverse_pass<true>(data, twiddles, log_n, first_stage, num_stages, log_tile, scale_hi, scale_lo,
+                           scale_log_lo);
 }
 
 // The quotient's pointwise step on the coset: a = (a·b − c) · z_inv, z_inv = 1/(g^n − 1).

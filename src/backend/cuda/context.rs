@@ -41,6 +41,8 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "ntt_reverse_and_scale_by_powers",
             "ntt_dit_stages",
             "ntt_dit_pass",
+            "ntt_dif_inverse_pass",
+            "ntt_dif_inverse_pass_scaled",
             "ntt_quotient_pointwise",
             "ff_fr_mul_rate",
             "ff_fp_mul_rate",
@@ -51,6 +53,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ("select", &["select_scalars"]),
     ("buckets_sqr_by_mul", &["msm_g1_buckets_sqr_by_mul", "msm_g2_buckets_sqr_by_mul"]),
     ("buckets_by_reference", &["msm_g1_buckets_by_reference", "msm_g2_buckets_by_reference"]),
+    ("buckets_g2_three_blocks", &["msm_g1_buckets_g2_three_blocks", "msm_g2_buckets_g2_three_blocks"]),
     (
         "msm",
         &[

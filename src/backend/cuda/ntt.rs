@@ -173,6 +173,13 @@ impl GpuStream {
                 ],
             );
         }
+        self.dit_passes(data, n, log_n, t)
+    }
+
+    /// The DIT passes of a forward transform (every stage), on data in bit-reversed order;
+    /// log_n >= LOG_SMALLEST_PASS.
+    fn dit_passes(&self, data: &GpuBuffer<Scalar>, n: usize, log_n: u32, t: &NttTables) -> Result<()> {
+        let d = data.ptr(self);
         let log_tile = log_n.min(LOG_TILE);
         for (s, k) in pass_plan(log_n) {
             self.launch(
@@ -186,6 +193,43 @@ impl GpuStream {
                     KernelArg::U32(s),
                     KernelArg::U32(k),
                     KernelArg::U32(log_tile),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The inverse transform by decimation in frequency (ntt_dif_inverse_pass), with the 1/n and a
+    /// coset shift carried by `powers` (g^±i/n): afterwards position p holds coefficient
+    /// i = brev(p) times g^±i, in bit-reversed order, as [`dit_passes`](Self::dit_passes) takes
+    /// it. The passes of [`pass_plan`] run in reverse, and the last (stage 0 and up) applies the
+    /// powers as it stores: no bit reversal and no pass of its own for the shift.
+    /// log_n >= LOG_SMALLEST_PASS.
+    fn inverse_dif_scaled_with(
+        &self,
+        data: &GpuBuffer<Scalar>,
+        n: usize,
+        log_n: u32,
+        t: &NttTables,
+        powers: &PowerTables,
+    ) -> Result<()> {
+        let log_tile = log_n.min(LOG_TILE);
+        for (s, k) in pass_plan(log_n).into_iter().rev() {
+            let kernel = if s == 0 { "ntt_dif_inverse_pass_scaled" } else { "ntt_dif_inverse_pass" };
+            self.launch(
+                kernel,
+                (n >> log_tile) as u32,
+                1 << (log_tile - LOG_PER_THREAD),
+                &[
+                    KernelArg::Ptr(data.ptr(self)),
+                    KernelArg::Ptr(t.twiddles.ptr(self)),
+                    KernelArg::U32(log_n),
+                    KernelArg::U32(s),
+                    KernelArg::U32(k),
+                    KernelArg::U32(log_tile),
+                    KernelArg::Ptr(powers.hi.ptr(self)),
+                    KernelArg::Ptr(powers.lo.ptr(self)),
+                    KernelArg::U32(powers.log_lo),
                 ],
             )?;
         }
@@ -281,11 +325,19 @@ impl GpuStream {
         check_size(self, b, log_n)?;
         check_size(self, c, log_n)?;
         let t = self.ntt_tables(log_n)?;
-        // each: coefficients (inverse), shifted to the coset (× g^i, merged with the inverse's
-        // 1/n into one pass), evaluated there (forward)
+        // each: coefficients (inverse), shifted to the coset (× g^i, with the inverse's 1/n),
+        // evaluated there (forward). From 2^3 up the inverse decimates in frequency and leaves
+        // the coefficients in bit-reversed order, which the forward's DIT passes take as they
+        // are: six passes over the data instead of nine (two bit reversals, and the inverse's
+        // reversal and shift, left out).
         for x in [&*a, &*b, &*c] {
-            self.inverse_scaled_with(x, n, log_n, &t, &t.coset_over_n)?;
-            self.forward_with(x, n, log_n, &t)?;
+            if log_n >= LOG_SMALLEST_PASS {
+                self.inverse_dif_scaled_with(x, n, log_n, &t, &t.coset_over_n)?;
+                self.dit_passes(x, n, log_n, &t)?;
+            } else {
+                self.inverse_scaled_with(x, n, log_n, &t, &t.coset_over_n)?;
+                self.forward_with(x, n, log_n, &t)?;
+            }
         }
         self.launch(
             "ntt_quotient_pointwise",
