@@ -56,6 +56,12 @@ __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u3
     }
 }
 
+// Launch bounds of the G2 bucket kernel: none by default (204 registers, two blocks of 128 an
+// SM); a variant module may set them (buckets_g2_three_blocks.cu).
+#ifndef MSM_G2_BUCKET_BOUNDS
+#define MSM_G2_BUCKET_BOUNDS
+#endif
+
 // The two curves' bucket kernels under the names msm_g1_buckets<suffix>, msm_g2_buckets<suffix>.
 #define MSM_BUCKET_KERNELS(SUFFIX)                                                                          \
     extern "C" __global__ void msm_g1_buckets##SUFFIX(const affine_t<fp_t>* bases, const u32* entries,      \
@@ -63,7 +69,8 @@ __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u3
                                                       xyzz_t<fp_t>* buckets, xyzz_t<fp_t>* spills) {          \
         bucket_chunks<fp_t>(bases, entries, ends, nb, total, chunk, buckets, spills);                         \
     }                                                                                                         \
-    extern "C" __global__ void msm_g2_buckets##SUFFIX(const affine_t<fp2_t>* bases, const u32* entries,     \
+    extern "C" __global__ void MSM_G2_BUCKET_BOUNDS msm_g2_buckets##SUFFIX(const affine_t<fp2_t>* bases,     \
+                                                                           const u32* entries,              \
                                                       const u32* ends, u32 nb, u32 total, u32 chunk,          \
                                                       xyzz_t<fp2_t>* buckets, xyzz_t<fp2_t>* spills) {        \
         bucket_chunks<fp2_t>(bases, entries, ends, nb, total, chunk, buckets, spills);                        \

@@ -71,11 +71,18 @@ pub enum BucketKernel {
     /// Fp operands passed by reference, through the stack, as before 2026-12-01
     /// (buckets_by_reference.cu).
     OperandsByReference,
+    /// G2's kernel held to three blocks of 128 threads an SM, 168 registers with a few spills,
+    /// instead of two at 204 (buckets_g2_three_blocks.cu; G1's is the default).
+    G2ThreeBlocks,
 }
 
 impl BucketKernel {
-    pub const ALL: [BucketKernel; 3] =
-        [BucketKernel::Default, BucketKernel::SquaringByMultiplication, BucketKernel::OperandsByReference];
+    pub const ALL: [BucketKernel; 4] = [
+        BucketKernel::Default,
+        BucketKernel::SquaringByMultiplication,
+        BucketKernel::OperandsByReference,
+        BucketKernel::G2ThreeBlocks,
+    ];
 
     /// A short name for tables.
     pub fn name(self) -> &'static str {
@@ -83,6 +90,7 @@ impl BucketKernel {
             BucketKernel::Default => "default bucket kernel",
             BucketKernel::SquaringByMultiplication => "squaring by multiplication",
             BucketKernel::OperandsByReference => "Fp operands by reference",
+            BucketKernel::G2ThreeBlocks => "G2 at three blocks an SM",
         }
     }
 }
@@ -220,6 +228,7 @@ impl MsmCurve for G1 {
             BucketKernel::Default => "msm_g1_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g1_buckets_sqr_by_mul",
             BucketKernel::OperandsByReference => "msm_g1_buckets_by_reference",
+            BucketKernel::G2ThreeBlocks => "msm_g1_buckets_g2_three_blocks",
         }
     }
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
@@ -242,6 +251,7 @@ impl MsmCurve for G2 {
             BucketKernel::Default => "msm_g2_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g2_buckets_sqr_by_mul",
             BucketKernel::OperandsByReference => "msm_g2_buckets_by_reference",
+            BucketKernel::G2ThreeBlocks => "msm_g2_buckets_g2_three_blocks",
         }
     }
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
