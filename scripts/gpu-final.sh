@@ -9,7 +9,7 @@
 #   s27    issue 4's 2^27 partition: bits witness, random key resident, two workers, one GPU
 #   soak   issue 5's soak on the GPUs: 300 partitions of 2^10, a tenth of them faulted
 #   sweep  whole partitions at 2^20..2^25 on GPU 0 (SWEEP sizes), verified
-#   kernels the kernel bench with its floors, up to 2^26
+#   kernels the kernel bench with its floors, up to 2^26 (KMAX; SNARKPIPE_BENCH_PARTS and _MIN_LOG pass through)
 # STAGING (copy or in-place) picks the bench's staging (STAGING27 at 2^27); EXTRA is appended to
 # every bench's flags, EXTRA27 to the s27 step's (e.g. --prepin-witnesses); SCALING="" drops --scaling (one GPU).
 # PHASES27=1 (PHASES26=1) makes the s27 (s26) step print every MSM's device time by phase
@@ -62,7 +62,7 @@ for s in ${STEPS:-tests s24 s26}; do
         p=$(( k <= 22 ? 48 : (k <= 23 ? 24 : 12) ))
         bench "p$k" 120 --devices 0 --keys setup --log-n "$k" --partitions "$p" --workers 2 --in-flight 3
       done ;;
-    kernels) SNARKPIPE_MSM_PHASES=${PHASES:-0} SNARKPIPE_BENCH_MAX_LOG=26 step "kernel bench" "${KCAP:-240}" .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
+    kernels) SNARKPIPE_MSM_PHASES=${PHASES:-0} SNARKPIPE_BENCH_MAX_LOG=${KMAX:-26} step "kernel bench" "${KCAP:-240}" .gpu/cuda_kernels_bench >"$out/bench.log" 2>&1 ;;
   esac
 done
 grep -E "test result|FAILED|SKIPPED|took" "$log"
@@ -78,7 +78,7 @@ print(sys.argv[1], r.get("staging"), "key", round(r["seconds_key"], 1), "warm", 
       "one-steady", round(s.get("single_device_steady_seconds_per_partition", 0), 3),
       "one-verified", s.get("single_device_verified"),
       "speedup", round(s.get("speedup", 0), 2), "steady-speedup", round(s.get("steady_speedup", 0), 2),
-      "busy", r["busy_fraction"], "floors", r.get("host_floors"),
+      "busy", r["busy_fraction"], "floors", r.get("host_floors"), "device floor", r.get("device_floor"),
       "stages", {k: round(v["seconds"], 2) for k, v in r["stages"].items()},
       "steady-devices", r["steady_state"].get("devices"), "errors", r["errors"][:2], r.get("warm_up_error"))
 PY
