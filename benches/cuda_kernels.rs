@@ -250,6 +250,11 @@ fn main() {
             if !bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                 variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
             }
+            if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
+                // what compacting the passes' scalars into shared lists gains
+                let per_pass = MsmOptions { per_pass_buckets: true, ..opts };
+                variants.push(("each pass sorted on its own".to_string(), per_pass));
+            }
             // the other bucket-phase kernels (BucketKernel)
             if !bits && log_n >= 20 {
                 for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
@@ -297,6 +302,10 @@ fn main() {
                 for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
                     variants.push((kernel.name().to_string(), MsmOptions { bucket_kernel: kernel, ..opts }));
                 }
+            }
+            if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
+                let per_pass = MsmOptions { per_pass_buckets: true, ..opts };
+                variants.push(("each pass sorted on its own".to_string(), per_pass));
             }
             let run = |variant| s.msm_g2(&g2_bases, &ds, n, variant).unwrap();
             for (what, figure) in time_variants(variants, &default_result, run) {

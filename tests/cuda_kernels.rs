@@ -347,7 +347,8 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
     scalars[..20_000].iter_mut().for_each(|x| *x = Scalar::ZERO);
     let want = snarkpipe::math::msm::msm_g1(&bases, &scalars);
     for (pass, window) in [(20_000, None), (7_919, None), (33_334, Some(11)), (1 << 16, None), (n - 1, Some(20))] {
-        for fast in [false, true] {
+        // both ways of running passes: compacted lists (the default) and each pass on its own
+        for (fast, per_pass_buckets) in [(false, false), (true, false), (false, true), (true, true)] {
             let opts = MsmOptions {
                 window_bits: window,
                 ones_fast_path: fast,
@@ -355,9 +356,13 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
                 scatter_windows: Some(1 + pass % 5),
                 // each bucket kernel, in passes too
                 bucket_kernel: BucketKernel::ALL[pass % BucketKernel::ALL.len()],
+                per_pass_buckets,
             };
             let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
-            assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");
+            assert_eq!(
+                got, want,
+                "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast}, per pass {per_pass_buckets})"
+            );
         }
     }
     let mut twin = scalars.clone();
@@ -368,9 +373,14 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let m = 30_011;
     let (db, ds) = (s.upload(&bases2[..m]).unwrap(), s.upload(&scalars[n - m..]).unwrap());
     let want2 = snarkpipe::math::msm::msm_g2(&bases2[..m], &scalars[n - m..]);
-    for fast in [false, true] {
-        let opts = MsmOptions { ones_fast_path: fast, pass_points: Some(4_099), ..Default::default() };
-        assert_eq!(s.msm_g2(&db, &ds, m, opts).unwrap(), want2, "G2 MSM in passes of 4099 (fast path {fast})");
+    for (fast, per_pass_buckets) in [(false, false), (true, false), (true, true)] {
+        let opts =
+            MsmOptions { ones_fast_path: fast, pass_points: Some(4_099), per_pass_buckets, ..Default::default() };
+        assert_eq!(
+            s.msm_g2(&db, &ds, m, opts).unwrap(),
+            want2,
+            "G2 MSM in passes of 4099 (fast path {fast}, per pass {per_pass_buckets})"
+        );
     }
     println!("MSM in passes (G1, G2; random, bits, edges, a first pass of zeros): equal to blstrs");
 }

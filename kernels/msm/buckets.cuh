@@ -56,10 +56,13 @@ __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u3
     }
 }
 
-// Launch bounds of the G2 bucket kernel: none by default (204 registers, two blocks of 128 an
-// SM); a variant module may set them (buckets_g2_three_blocks.cu).
+// Launch bounds of the G2 bucket kernel: three blocks of 128 threads an SM (168 registers, 44
+// bytes of spills). Unbounded it takes 204 registers, two blocks an SM, and Nsight Compute showed
+// it at two warps a scheduler and 77% SM busy (G1: four, 92%); held to three it ran 1.4-3.6%
+// faster on an H200 (G2 2^22, 2^24, 2^26, 2026-12-01). buckets_g2_two_blocks.cu builds the
+// unbounded one for the kernel bench to compare.
 #ifndef MSM_G2_BUCKET_BOUNDS
-#define MSM_G2_BUCKET_BOUNDS
+#define MSM_G2_BUCKET_BOUNDS __launch_bounds__(128, 3)
 #endif
 
 // The two curves' bucket kernels under the names msm_g1_buckets<suffix>, msm_g2_buckets<suffix>.

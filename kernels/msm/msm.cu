@@ -43,6 +43,31 @@ extern "C" __global__ void msm_prepare_scalars(const fr_t* in, fr_t* out, u32* o
     }
 }
 
+// The compacting form of msm_prepare_scalars, for an MSM whose passes fill shared lists
+// instead of sorting each pass's scalars on their own: the scalars of points [start, start + n)
+// out of Montgomery form; those neither 0 nor 1 are appended to (canon, index), with their
+// point's index, and (with skip_ones) the indices of those equal to 1 to ones_list. *dense and
+// *ones count every scalar appended since the MSM began; a list emptied by the host restarts
+// at its base (the count when it was emptied), and the caller leaves room for n more entries in
+// each. Appended in any order: the MSM's sum does not depend on it.
+extern "C" __global__ void msm_prepare_compact(const fr_t* in, u32 n, u32 start, u32 skip_ones, u32 dense_base,
+                                               u32 ones_base, fr_t* canon, u32* index, u32* ones_list, u32* dense,
+                                               u32* ones) {
+    GRID_STRIDE(i, n) {
+        const fr_t s = in[i].from_mont();
+        if (s.is_zero()) continue;
+        u32 acc = s.l[0] ^ 1;
+        for (int k = 1; k < 8; k++) acc |= s.l[k];
+        if (skip_ones && acc == 0) {
+            ones_list[atomicAdd(ones, 1u) - ones_base] = start + i;
+        } else {
+            const u32 at = atomicAdd(dense, 1u) - dense_base;
+            canon[at] = s;
+            index[at] = start + i;
+        }
+    }
+}
+
 // Bits [pos, pos + c) of a 256-bit integer (c <= 24).
 __device__ __forceinline__ u32 scalar_bits(const fr_t& s, u32 pos, u32 c) {
     if (pos >= 256) return 0;
@@ -87,17 +112,30 @@ __device__ __forceinline__ fr_t load_streaming(const fr_t* p) {
 // the cursors being advanced (2^(c-1) per window, 2 MiB at c = 20) stay in L2 while the entries,
 // written once at random, stream past it (st.global.cs). Scatter at G1 2^24 on an H200: all 13
 // windows in one launch 18.0 ms (17.0 with the streaming hints), one window a launch 10.8 ms.
-extern "C" __global__ void msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 windows, u32 w_lo, u32 w_hi,
-                                       u32* cursor, u32* entries) {
+template <bool INDEXED>
+__device__ __forceinline__ void scatter(const fr_t* scalars, const u32* index, u32 n, u32 c, u32 windows, u32 w_lo,
+                                        u32 w_hi, u32* cursor, u32* entries) {
     const u32 buckets = 1u << (c - 1);
     GRID_STRIDE(i, n) {
         fr_t s = load_streaming(scalars + i);
+        const u32 point = INDEXED ? __ldcs(index + i) : i;
         for_each_digit(s, c, windows, [&](u32 w, u32 b, bool neg) {
             if (w < w_lo || w >= w_hi) return;
             u32 pos = atomicAdd(&cursor[w * buckets + b], 1u);
-            __stcs(entries + pos, i | (neg ? 0x80000000u : 0u));
+            __stcs(entries + pos, point | (neg ? 0x80000000u : 0u));
         });
     }
+}
+
+extern "C" __global__ void msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 windows, u32 w_lo, u32 w_hi,
+                                       u32* cursor, u32* entries) {
+    scatter<false>(scalars, nullptr, n, c, windows, w_lo, w_hi, cursor, entries);
+}
+
+// msm_scatter for compacted scalars: scalar i belongs to point index[i] (msm_prepare_compact).
+extern "C" __global__ void msm_scatter_indexed(const fr_t* scalars, const u32* index, u32 n, u32 c, u32 windows,
+                                               u32 w_lo, u32 w_hi, u32* cursor, u32* entries) {
+    scatter<true>(scalars, index, n, c, windows, w_lo, w_hi, cursor, entries);
 }
 
 // ---- exclusive prefix sum over u32 (three launches: blocks, block totals, add back) ----

@@ -53,13 +53,15 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ("select", &["select_scalars"]),
     ("buckets_sqr_by_mul", &["msm_g1_buckets_sqr_by_mul", "msm_g2_buckets_sqr_by_mul"]),
     ("buckets_by_reference", &["msm_g1_buckets_by_reference", "msm_g2_buckets_by_reference"]),
-    ("buckets_g2_three_blocks", &["msm_g1_buckets_g2_three_blocks", "msm_g2_buckets_g2_three_blocks"]),
+    ("buckets_g2_two_blocks", &["msm_g1_buckets_g2_two_blocks", "msm_g2_buckets_g2_two_blocks"]),
     (
         "msm",
         &[
             "msm_prepare_scalars",
+            "msm_prepare_compact",
             "msm_digit_histogram",
             "msm_scatter",
+            "msm_scatter_indexed",
             "msm_scan_tiles",
             "msm_scan_totals",
             "msm_scan_add",

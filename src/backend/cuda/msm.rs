@@ -54,6 +54,9 @@ pub struct MsmOptions {
     pub scatter_windows: Option<usize>,
     /// The bucket phase's kernel.
     pub bucket_kernel: BucketKernel,
+    /// Sorts each pass's scalars into the buckets on its own, as before 2026-12-01, instead of
+    /// compacting the passes' scalars into shared lists first; for the kernel bench to compare.
+    pub per_pass_buckets: bool,
 }
 
 /// The bucket-phase kernel: the same loop (kernels/msm/buckets.cuh) built with different Fp
@@ -63,7 +66,8 @@ pub struct MsmOptions {
 pub enum BucketKernel {
     /// The called Fp multiplications and squarings take their operands by value, in registers;
     /// squarings use the dedicated squaring (fp_sqr_sos: the cross products once, doubled, then
-    /// the reduction; 78 partial products instead of 144) (msm.cu).
+    /// the reduction; 78 partial products instead of 144); G2's is held to three blocks of 128
+    /// threads an SM (msm.cu, buckets.cuh).
     #[default]
     Default,
     /// Squarings done as multiplications (buckets_sqr_by_mul.cu).
@@ -71,9 +75,10 @@ pub enum BucketKernel {
     /// Fp operands passed by reference, through the stack, as before 2026-12-01
     /// (buckets_by_reference.cu).
     OperandsByReference,
-    /// G2's kernel held to three blocks of 128 threads an SM, 168 registers with a few spills,
-    /// instead of two at 204 (buckets_g2_three_blocks.cu; G1's is the default).
-    G2ThreeBlocks,
+    /// G2's kernel unbounded, 204 registers and two blocks of 128 threads an SM, as before
+    /// 2026-12-01 (the default holds it to three) (buckets_g2_two_blocks.cu; G1's is the
+    /// default).
+    G2TwoBlocks,
 }
 
 impl BucketKernel {
@@ -81,7 +86,7 @@ impl BucketKernel {
         BucketKernel::Default,
         BucketKernel::SquaringByMultiplication,
         BucketKernel::OperandsByReference,
-        BucketKernel::G2ThreeBlocks,
+        BucketKernel::G2TwoBlocks,
     ];
 
     /// A short name for tables.
@@ -90,7 +95,7 @@ impl BucketKernel {
             BucketKernel::Default => "default bucket kernel",
             BucketKernel::SquaringByMultiplication => "squaring by multiplication",
             BucketKernel::OperandsByReference => "Fp operands by reference",
-            BucketKernel::G2ThreeBlocks => "G2 at three blocks an SM",
+            BucketKernel::G2TwoBlocks => "G2 at two blocks an SM",
         }
     }
 }
@@ -121,7 +126,8 @@ pub fn msm_scratch_bytes(len: usize, pass_points: usize) -> u64 {
 }
 
 /// The scratch of one pass of `pass` points, `rest` of whose scalars are neither 0 nor 1, with
-/// `c`-bit windows, in bytes: per point its canonical scalar and a 0/1 index; per remaining
+/// `c`-bit windows, in bytes: per point its canonical scalar, its point's index and a 0/1 index
+/// (the compacted lists of [`GpuStream::msm`]); per remaining
 /// scalar one bucket entry per window, and the chunk spills (6 bytes per entry at 64 entries a
 /// chunk, G2-sized, or at most 2^19 chunks of 384 bytes below that: `chunk_for`); then the
 /// buckets and their counts (G2-sized, the larger curve), the scratch buckets of an MSM in
@@ -131,7 +137,7 @@ fn pass_scratch_bytes(c: u32, pass: u64, rest: u64, several_passes: bool) -> u64
     let buckets = windows << (c - 1);
     let spills = (6 * windows * rest).max(384 << 19);
     let scratch = if several_passes { buckets * 4 * 96 } else { 0 };
-    pass * (32 + 4) + rest * 4 * windows + spills + buckets * (4 + 4 * 96) + scratch + (128 << 20)
+    pass * (32 + 4 + 4) + rest * 4 * windows + spills + buckets * (4 + 4 * 96) + scratch + (128 << 20)
 }
 
 /// The window size for a single-pass MSM of `n` nonzero scalars: [`window_bits_for_passes`]
@@ -177,15 +183,27 @@ pub fn window_bits_for_passes(rest: usize, pass_len: usize, passes: usize) -> u3
 /// later pass, every scalar of it left for the buckets (more entries a scalar), would hold more
 /// than that plan. A first pass of bits followed by random passes would otherwise run the device
 /// out of memory mid-MSM.
-pub fn window_bits_within_plan(expected_rest: usize, len: usize, pass_len: usize) -> u32 {
+///
+/// With `compacted`, the model counts what a compacted MSM pays: its scatter reads only the
+/// scalars left for the buckets, and its buckets take one round of sorting and fix-up per list
+/// of `pass_len` such scalars, not per pass of points.
+pub fn window_bits_within_plan(expected_rest: usize, len: usize, pass_len: usize, compacted: bool) -> u32 {
     let pass_len = pass_len.clamp(1, len.max(1));
     let passes = len.div_ceil(pass_len);
     let planned = window_bits_for(len.max(2));
     let plan = msm_scratch_bytes(len, pass_len);
-    // one pass: its count is the estimate; several: a later pass may leave every scalar
+    // one pass: its count is the estimate; several: a later pass (or list) may leave every scalar
     let worst_rest = if passes == 1 { expected_rest } else { pass_len };
     let held = |c: u32| pass_scratch_bytes(c, pass_len as u64, worst_rest as u64, passes > 1);
-    let mut c = window_bits_for_passes(expected_rest, pass_len, passes).min(planned);
+    let modelled = match compacted {
+        true => window_bits_for_passes(
+            expected_rest,
+            expected_rest.clamp(1, pass_len),
+            expected_rest.div_ceil(pass_len).max(1),
+        ),
+        false => window_bits_for_passes(expected_rest, pass_len, passes),
+    };
+    let mut c = modelled.min(planned);
     while c < planned && held(c) > plan {
         c += 1;
     }
@@ -228,7 +246,7 @@ impl MsmCurve for G1 {
             BucketKernel::Default => "msm_g1_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g1_buckets_sqr_by_mul",
             BucketKernel::OperandsByReference => "msm_g1_buckets_by_reference",
-            BucketKernel::G2ThreeBlocks => "msm_g1_buckets_g2_three_blocks",
+            BucketKernel::G2TwoBlocks => "msm_g1_buckets_g2_two_blocks",
         }
     }
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
@@ -251,7 +269,7 @@ impl MsmCurve for G2 {
             BucketKernel::Default => "msm_g2_buckets",
             BucketKernel::SquaringByMultiplication => "msm_g2_buckets_sqr_by_mul",
             BucketKernel::OperandsByReference => "msm_g2_buckets_by_reference",
-            BucketKernel::G2ThreeBlocks => "msm_g2_buckets_g2_three_blocks",
+            BucketKernel::G2TwoBlocks => "msm_g2_buckets_g2_two_blocks",
         }
     }
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
@@ -344,6 +362,111 @@ impl GpuStream {
             return Ok(C::Projective::identity());
         }
         let pass_len = opts.pass_points.unwrap_or(MSM_PASS_POINTS).clamp(1, len);
+        match opts.per_pass_buckets {
+            true => self.msm_per_pass::<C>(bases, scalars, len, pass_len, opts),
+            false => self.msm_compacted::<C>(bases, scalars, len, pass_len, opts),
+        }
+    }
+
+    /// [`msm`](Self::msm) with compacted lists. Each pass of at most `pass_len` points appends
+    /// the indices of its scalars equal to 1 to one list, and its other nonzero scalars (with
+    /// their points' indices) to another (msm_prepare_compact); a pass is as long as the
+    /// fuller list has room for. A list is emptied into the sums when less than a quarter of
+    /// it is left, and at the end: the ones by a batch addition, the rest by sorting them into
+    /// buckets shared by the whole MSM. A bits-profile MSM of 1.5·2^27 points, a tenth of them
+    /// random, thus sorts its random scalars once instead of in six passes, each with its own
+    /// sorting, fix-up and reads of every scalar, and its window needs no narrowing for them.
+    fn msm_compacted<C: MsmCurve>(
+        &self,
+        bases: &GpuBuffer<C::Affine>,
+        scalars: &GpuBuffer<Scalar>,
+        len: usize,
+        pass_len: usize,
+        opts: MsmOptions,
+    ) -> Result<C::Projective> {
+        let canon = self.alloc::<Scalar>(pass_len)?;
+        let index = self.alloc::<u32>(pass_len)?;
+        let ones_list = self.alloc::<u32>(pass_len)?;
+        // [0]: scalars appended to (canon, index) so far, [1]: to ones_list; never reset: a list
+        // emptied at count k is refilled from the start with the kernel told its base k
+        let counts = self.alloc_zeroed::<u32>(2)?;
+        let counts_ptr = counts.ptr(self);
+        let low = (pass_len / 4).max(1);
+        let mut timer = PhaseTimer::new(self);
+        let mut total = C::Projective::identity();
+        let mut buckets: Option<Buckets> = None;
+        let (mut dense_base, mut ones_base, mut dense, mut ones) = (0usize, 0usize, 0usize, 0usize);
+        let (mut start, mut passes, mut lists) = (0usize, 0usize, 0usize);
+        while start < len {
+            let n = (pass_len - dense.max(ones)).min(len - start);
+            let pass_scalars = scalars.ptr(self) + (start * std::mem::size_of::<Scalar>()) as u64;
+            self.launch(
+                "msm_prepare_compact",
+                grid(n, THREADS),
+                THREADS,
+                &[
+                    KernelArg::Ptr(pass_scalars),
+                    KernelArg::U32(n as u32),
+                    KernelArg::U32(start as u32),
+                    KernelArg::U32(opts.ones_fast_path as u32),
+                    KernelArg::U32(dense_base as u32),
+                    KernelArg::U32(ones_base as u32),
+                    KernelArg::Ptr(canon.ptr(self)),
+                    KernelArg::Ptr(index.ptr(self)),
+                    KernelArg::Ptr(ones_list.ptr(self)),
+                    KernelArg::Ptr(counts_ptr),
+                    KernelArg::Ptr(counts_ptr + 4),
+                ],
+            )?;
+            let appended = self.download(&counts)?;
+            (dense, ones) = (appended[0] as usize - dense_base, appended[1] as usize - ones_base);
+            start += n;
+            passes += 1;
+            let last = start == len;
+            if ones > 0 && (last || pass_len - ones < low) {
+                total += self.sum_points::<C>(bases.ptr(self), &ones_list, ones)?;
+                timer.mark(self, "ones");
+                (ones_base, ones) = (ones_base + ones, 0);
+            }
+            if dense > 0 && (last || pass_len - dense < low) {
+                let shared = match &mut buckets {
+                    Some(shared) => shared,
+                    None => {
+                        // The window for the whole MSM's scalars that are neither 0 nor 1,
+                        // estimated from the points read so far, within the planned scratch.
+                        let expected_rest = (dense as u128 * len as u128 / start as u128) as usize;
+                        let chosen = || window_bits_within_plan(expected_rest, len, pass_len, true);
+                        let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
+                        buckets.insert(Buckets::zeroed::<C>(self, c)?)
+                    }
+                };
+                self.add_to_buckets::<C>(
+                    bases.ptr(self),
+                    &canon,
+                    Some(&index),
+                    dense,
+                    dense,
+                    &opts,
+                    shared,
+                    &mut timer,
+                )?;
+                (dense_base, dense) = (dense_base + dense, 0);
+                lists += 1;
+            }
+        }
+        self.finish_buckets::<C>(buckets, total, &mut timer, format!("n={len} passes={passes} lists={lists}"))
+    }
+
+    /// [`msm`](Self::msm) with every pass sorting its own scalars into the buckets
+    /// ([`MsmOptions::per_pass_buckets`]).
+    fn msm_per_pass<C: MsmCurve>(
+        &self,
+        bases: &GpuBuffer<C::Affine>,
+        scalars: &GpuBuffer<Scalar>,
+        len: usize,
+        pass_len: usize,
+        opts: MsmOptions,
+    ) -> Result<C::Projective> {
         let passes = len.div_ceil(pass_len);
         let canon = self.alloc::<Scalar>(pass_len)?;
         let ones_list = self.alloc::<u32>(pass_len)?;
@@ -383,18 +506,30 @@ impl GpuStream {
                         // The window for the whole MSM's scalars that are neither 0 nor 1, estimated
                         // from this pass, within the scratch msm_scratch_bytes(len, pass_len) planned for.
                         let expected_rest = (rest as u128 * len as u128 / n as u128) as usize;
-                        let chosen = || window_bits_within_plan(expected_rest, len, pass_len);
+                        let chosen = || window_bits_within_plan(expected_rest, len, pass_len, false);
                         let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
                         buckets.insert(Buckets::zeroed::<C>(self, c)?)
                     }
                 };
-                self.add_to_buckets::<C>(pass_bases, &canon, n, rest, &opts, shared, &mut timer)?;
+                self.add_to_buckets::<C>(pass_bases, &canon, None, n, rest, &opts, shared, &mut timer)?;
             }
         }
+        self.finish_buckets::<C>(buckets, total, &mut timer, format!("n={len} passes={passes}"))
+    }
+
+    /// `total` plus the MSM's buckets, if any: their windows reduced on the device and
+    /// combined on the host.
+    fn finish_buckets<C: MsmCurve>(
+        &self,
+        buckets: Option<Buckets>,
+        mut total: C::Projective,
+        timer: &mut PhaseTimer,
+        what: String,
+    ) -> Result<C::Projective> {
         if let Some(buckets) = buckets {
             let c = buckets.c;
-            let sums = self.window_sums::<C>(buckets, &mut timer)?;
-            timer.report(self, format!("n={len} passes={passes} c={c}"));
+            let sums = self.window_sums::<C>(buckets, timer)?;
+            timer.report(self, format!("{what} c={c}"));
             // Horner over the windows, highest first: acc ← acc·2^c + S_w.
             let mut acc = C::Projective::identity();
             for s in sums.iter().rev() {
@@ -462,13 +597,15 @@ impl GpuStream {
         self.download(&jacobian)
     }
 
-    /// Sorts the signed digits of one pass's `n` canonical scalars (`rest` of them nonzero)
-    /// by bucket and adds their points into `buckets`.
+    /// Sorts the signed digits of `n` canonical scalars (`rest` of them nonzero) by bucket and
+    /// adds their points into `buckets`: scalar i's point is bases[index[i]] with an index,
+    /// bases[i] without.
     #[allow(clippy::too_many_arguments)]
     fn add_to_buckets<C: MsmCurve>(
         &self,
         bases: u64,
         canon: &GpuBuffer<Scalar>,
+        index: Option<&GpuBuffer<u32>>,
         n: usize,
         rest: usize,
         opts: &MsmOptions,
@@ -524,21 +661,19 @@ impl GpuStream {
         let entries = self.alloc::<u32>(max_entries)?;
         let group = opts.scatter_windows.unwrap_or_else(|| scatter_windows_for(c)).clamp(1, windows);
         for w_lo in (0..windows).step_by(group) {
-            self.launch(
-                "msm_scatter",
-                grid(n, THREADS),
-                THREADS,
-                &[
-                    KernelArg::Ptr(canon.ptr(self)),
-                    nu,
-                    cu,
-                    wu,
-                    KernelArg::U32(w_lo as u32),
-                    KernelArg::U32((w_lo + group).min(windows) as u32),
-                    KernelArg::Ptr(counts.ptr(self)),
-                    KernelArg::Ptr(entries.ptr(self)),
-                ],
-            )?;
+            let mut args = vec![KernelArg::Ptr(canon.ptr(self))];
+            args.extend(index.map(|index| KernelArg::Ptr(index.ptr(self))));
+            args.extend([
+                nu,
+                cu,
+                wu,
+                KernelArg::U32(w_lo as u32),
+                KernelArg::U32((w_lo + group).min(windows) as u32),
+                KernelArg::Ptr(counts.ptr(self)),
+                KernelArg::Ptr(entries.ptr(self)),
+            ]);
+            let kernel = if index.is_some() { "msm_scatter_indexed" } else { "msm_scatter" };
+            self.launch(kernel, grid(n, THREADS), THREADS, &args)?;
         }
         let total_entries = self.download(&grand_total)?[0] as usize;
 
@@ -675,7 +810,7 @@ mod tests {
             let sparse = window_bits_for_passes(n / 10, MSM_PASS_POINTS, passes);
             assert_eq!(sparse, 16, "2^{log_n}, a tenth random: sixteen windows in one scatter launch");
             // and the memory plan allows it (the MSM takes window_bits_within_plan)
-            assert_eq!(window_bits_within_plan(n / 10, n, MSM_PASS_POINTS), 16, "2^{log_n} within the plan");
+            assert_eq!(window_bits_within_plan(n / 10, n, MSM_PASS_POINTS, false), 16, "2^{log_n} within the plan");
             if log_n >= 27 {
                 // the same count of random scalars in one pass of their own keeps the wide window
                 assert_eq!(window_bits_for(n / 10), 20, "2^{log_n} / 10 random scalars in one pass");
@@ -683,7 +818,7 @@ mod tests {
         }
         // the 2^27 partition's queries: L (1.5·2^27 points), B (2^26 + 4), a tenth random
         for len in [201_326_580usize, 67_108_868] {
-            assert_eq!(window_bits_within_plan(len / 10, len, MSM_PASS_POINTS), 16, "{len} points");
+            assert_eq!(window_bits_within_plan(len / 10, len, MSM_PASS_POINTS, false), 16, "{len} points");
         }
         // one pass: no fix-ups, so the window is the single-pass one
         assert_eq!(window_bits_for_passes(1 << 22, 1 << 25, 1), window_bits_for(1 << 22));
@@ -704,14 +839,16 @@ mod tests {
                 let plan = msm_scratch_bytes(len, pass_points);
                 for percent in [100usize, 90, 75, 50, 25, 10, 5, 1, 0] {
                     let expected_rest = (len * percent / 100).max(1);
-                    let c = window_bits_within_plan(expected_rest, len, pass);
-                    // one pass: its count is the estimate; several: a later pass may be all random
-                    let rest = if passes == 1 { expected_rest } else { pass };
-                    let held = pass_scratch_bytes(c, pass as u64, rest as u64, passes > 1);
-                    assert!(
+                    for compacted in [false, true] {
+                        let c = window_bits_within_plan(expected_rest, len, pass, compacted);
+                        // one pass: its count is the estimate; several: a later pass may be all random
+                        let rest = if passes == 1 { expected_rest } else { pass };
+                        let held = pass_scratch_bytes(c, pass as u64, rest as u64, passes > 1);
+                        assert!(
                         held <= plan,
-                        "{len} points in passes of {pass}, {percent}% random: window {c} holds {held} > plan {plan}"
+                        "{len} points in passes of {pass}, {percent}% random (compacted: {compacted}): window {c} holds {held} > plan {plan}"
                     );
+                    }
                 }
             }
             len = (len + 1).max(len + len / 16);
