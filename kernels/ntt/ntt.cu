@@ -212,6 +212,26 @@ __device__ __forceinline__ void round_layout(u32 p0, u32 q, u32 log_tile, u32 T,
     }
 }
 
+// A round's elements from / to the shared tile (word-major, swizzled), at tile indices L0 | off[i].
+__device__ __forceinline__ void tile_load(fr_t (&x)[NTT_PER_THREAD], const u32 (*tile)[1 << NTT_LOG_TILE], u32 L0,
+                                          const u32 (&off)[NTT_PER_THREAD]) {
+#pragma unroll
+    for (int i = 0; i < NTT_PER_THREAD; i++) {
+        u32 at = tile_swizzle(L0 | off[i]);
+#pragma unroll
+        for (int w = 0; w < 8; w++) x[i].l[w] = tile[w][at];
+    }
+}
+__device__ __forceinline__ void tile_store(const fr_t (&x)[NTT_PER_THREAD], u32 (*tile)[1 << NTT_LOG_TILE], u32 L0,
+                                           const u32 (&off)[NTT_PER_THREAD]) {
+#pragma unroll
+    for (int i = 0; i < NTT_PER_THREAD; i++) {
+        u32 at = tile_swizzle(L0 | off[i]);
+#pragma unroll
+        for (int w = 0; w < 8; w++) tile[w][at] = x[i].l[w];
+    }
+}
+
 // Runs DIT stages first_stage .. first_stage+num_stages-1 (stage t joins pairs 2^t apart, with
 // twiddle ω^(j·n/2^(t+1)) for j = index mod 2^t) on the bit-reversed data.
 // Tile: 2^log_tile elements = 2^k rows ("mid" bits at first_stage) × 2^(log_tile-k) columns (the
@@ -246,12 +266,7 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
                 x[i] = load_fr(base + ((size_t)(L >> log_cols) << s) + (L & col_mask));
             }
         } else {
-#pragma unroll
-            for (int i = 0; i < NTT_PER_THREAD; i++) {
-                u32 at = tile_swizzle(L0 | off[i]);
-#pragma unroll
-                for (int w = 0; w < 8; w++) x[i].l[w] = tile[w][at];
-            }
+            tile_load(x, tile, L0, off);
         }
 
         if (q == NTT_ROUND_BITS) {
@@ -312,12 +327,7 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
                 store_fr(base + ((size_t)(L >> log_cols) << s) + (L & col_mask), x[i]);
             }
         } else {
-#pragma unroll
-            for (int i = 0; i < NTT_PER_THREAD; i++) {
-                u32 at = tile_swizzle(L0 | off[i]);
-#pragma unroll
-                for (int w = 0; w < 8; w++) tile[w][at] = x[i].l[w];
-            }
+            tile_store(x, tile, L0, off);
             __syncthreads();
         }
     }
@@ -363,12 +373,7 @@ __device__ __forceinline__ void dif_inverse_pass(fr_t* data, const fr_t* twiddle
                 x[i] = load_fr(base + ((size_t)(L >> log_cols) << s) + (L & col_mask));
             }
         } else {
-#pragma unroll
-            for (int i = 0; i < NTT_PER_THREAD; i++) {
-                u32 at = tile_swizzle(L0 | off[i]);
-#pragma unroll
-                for (int w = 0; w < 8; w++) x[i].l[w] = tile[w][at];
-            }
+            tile_load(x, tile, L0, off);
         }
 
         // Stages from the round's top down; a butterfly's twiddle depends on the element bits
@@ -409,12 +414,7 @@ __device__ __forceinline__ void dif_inverse_pass(fr_t* data, const fr_t* twiddle
                 store_fr(base + at, x[i]);
             }
         } else {
-#pragma unroll
-            for (int i = 0; i < NTT_PER_THREAD; i++) {
-                u32 at = tile_swizzle(L0 | off[i]);
-#pragma unroll
-                for (int w = 0; w < 8; w++) tile[w][at] = x[i].l[w];
-            }
+            tile_store(x, tile, L0, off);
             __syncthreads();
         }
     }

@@ -429,17 +429,8 @@ impl GpuStream {
                 (ones_base, ones) = (ones_base + ones, 0);
             }
             if dense > 0 && (last || pass_len - dense < low) {
-                let shared = match &mut buckets {
-                    Some(shared) => shared,
-                    None => {
-                        // The window for the whole MSM's scalars that are neither 0 nor 1,
-                        // estimated from the points read so far, within the planned scratch.
-                        let expected_rest = (dense as u128 * len as u128 / start as u128) as usize;
-                        let chosen = || window_bits_within_plan(expected_rest, len, pass_len, true);
-                        let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
-                        buckets.insert(Buckets::zeroed::<C>(self, c)?)
-                    }
-                };
+                // the window from the points read so far
+                let shared = self.buckets_for::<C>(&mut buckets, &opts, (dense, start), len, pass_len, true)?;
                 self.add_to_buckets::<C>(
                     bases.ptr(self),
                     &canon,
@@ -500,21 +491,34 @@ impl GpuStream {
                 timer.mark(self, "ones");
             }
             if rest > 0 {
-                let shared = match &mut buckets {
-                    Some(shared) => shared,
-                    None => {
-                        // The window for the whole MSM's scalars that are neither 0 nor 1, estimated
-                        // from this pass, within the scratch msm_scratch_bytes(len, pass_len) planned for.
-                        let expected_rest = (rest as u128 * len as u128 / n as u128) as usize;
-                        let chosen = || window_bits_within_plan(expected_rest, len, pass_len, false);
-                        let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
-                        buckets.insert(Buckets::zeroed::<C>(self, c)?)
-                    }
-                };
+                // the window from this pass
+                let shared = self.buckets_for::<C>(&mut buckets, &opts, (rest, n), len, pass_len, false)?;
                 self.add_to_buckets::<C>(pass_bases, &canon, None, n, rest, &opts, shared, &mut timer)?;
             }
         }
         self.finish_buckets::<C>(buckets, total, &mut timer, format!("n={len} passes={passes}"))
+    }
+
+    /// The MSM's buckets, made zero on first use with the window for the whole MSM's scalars
+    /// that are neither 0 nor 1, estimated from `seen` = (such scalars, among points read),
+    /// within the scratch `msm_scratch_bytes(len, pass_len)` planned for
+    /// ([`window_bits_within_plan`]), unless `opts` forces one.
+    fn buckets_for<'a, C: MsmCurve>(
+        &self,
+        buckets: &'a mut Option<Buckets>,
+        opts: &MsmOptions,
+        (rest, read): (usize, usize),
+        len: usize,
+        pass_len: usize,
+        compacted: bool,
+    ) -> Result<&'a mut Buckets> {
+        if let Some(shared) = buckets {
+            return Ok(shared);
+        }
+        let expected_rest = (rest as u128 * len as u128 / read.max(1) as u128) as usize;
+        let chosen = || window_bits_within_plan(expected_rest, len, pass_len, compacted);
+        let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
+        Ok(buckets.insert(Buckets::zeroed::<C>(self, c)?))
     }
 
     /// `total` plus the MSM's buckets, if any: their windows reduced on the device and
