@@ -500,8 +500,8 @@ impl GpuStream {
     }
 
     /// The MSM's buckets, made zero on first use with the window for the whole MSM's scalars
-    /// that are neither 0 nor 1, estimated from `seen` = (such scalars, among points read),
-    /// within the scratch `msm_scratch_bytes(len, pass_len)` planned for
+    /// that are neither 0 nor 1, estimated from `rest` such scalars among the `read` points
+    /// read so far, within the scratch `msm_scratch_bytes(len, pass_len)` planned for
     /// ([`window_bits_within_plan`]), unless `opts` forces one.
     fn buckets_for<'a, C: MsmCurve>(
         &self,
