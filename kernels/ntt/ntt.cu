@@ -212,6 +212,13 @@ __device__ __forceinline__ void round_layout(u32 p0, u32 q, u32 log_tile, u32 T,
     }
 }
 
+// The twiddle index j of a butterfly at stage b + u of a pass starting at stage s (ω^(j·n/2^(t+1)),
+// j = the element's global index mod 2^t): from its tile index L, the tile's first column lo0,
+// and mid_mask = 2^(b+u) - 1 over the stage bits below it.
+__device__ __forceinline__ u32 twiddle_index(u32 L, u32 log_cols, u32 col_mask, u32 mid_mask, u32 s, u32 lo0) {
+    return (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+}
+
 // A round's elements from / to the shared tile (word-major, swizzled), at tile indices L0 | off[i].
 __device__ __forceinline__ void tile_load(fr_t (&x)[NTT_PER_THREAD], const u32 (*tile)[1 << NTT_LOG_TILE], u32 L0,
                                           const u32 (&off)[NTT_PER_THREAD]) {
@@ -282,7 +289,7 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
 #pragma unroll
                 for (int key = 0; key < (1 << u); key++) {
                     const u32 L = L0 | off[key];
-                    const u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+                    const u32 j = twiddle_index(L, log_cols, col_mask, mid_mask, s, lo0);
                     // ω^0 = 1: all of stage 0, half of stage 1, ... (warp-uniform in the first round)
                     const bool twiddled = j != 0;
                     fr_t w;
@@ -312,7 +319,7 @@ ntt_dit_pass(fr_t* data, const fr_t* twiddles, u32 log_n, u32 first_stage, u32 n
                     const int i1 = i0 | (1 << u);
                     fr_t v = x[i1];
                     u32 L = L0 | off[i0];
-                    u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+                    u32 j = twiddle_index(L, log_cols, col_mask, mid_mask, s, lo0);
                     if (j != 0) v = v * load_fr(twiddles + ((size_t)j << shift));
                     x[i1] = x[i0] - v;
                     x[i0] = x[i0] + v;
@@ -389,7 +396,7 @@ __device__ __forceinline__ void dif_inverse_pass(fr_t* data, const fr_t* twiddle
                 if (i0 & (1 << u)) continue;
                 const int i1 = i0 | (1 << u);
                 const u32 L = L0 | off[i0];
-                const u32 j = (((L >> log_cols) & mid_mask) << s) + lo0 + (L & col_mask);
+                const u32 j = twiddle_index(L, log_cols, col_mask, mid_mask, s, lo0);
                 const fr_t sum = x[i0] + x[i1];
                 if (j != 0) {
                     // (u - v)·ω^-e = (v - u)·ω^(n/2 - e)
