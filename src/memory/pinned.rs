@@ -58,6 +58,14 @@ impl HostPinTable {
         ranges.iter().filter(|(_, state)| matches!(state, PinState::Locked { .. })).map(|(r, _)| r.len as u64).sum()
     }
 
+    /// Every range registered through the table right now, in any state (being locked, locked
+    /// or being unlocked), ordered by address.
+    pub fn ranges(&self) -> Vec<HostRange> {
+        let mut ranges: Vec<HostRange> = self.ranges.lock().keys().copied().collect();
+        ranges.sort_unstable();
+        ranges
+    }
+
     /// Ends a range's locking or unlocking: sets what follows (`None` removes the entry) and
     /// wakes the pinners waiting for it.
     fn settle(&self, range: HostRange, next: Option<PinState>) {

@@ -197,6 +197,8 @@ pub struct Prover {
     timeline: TimelineRecorder,
     faults: Arc<FaultInjector>,
     limiter: InFlightLimiter,
+    /// The page-locked host ranges of every device's pipeline.
+    host_pins: Arc<HostPinTable>,
     config: ProverConfig,
     /// The budgets as they stood when the actors stopped.
     final_budgets: Mutex<Option<Vec<BudgetReport>>>,
@@ -264,6 +266,7 @@ impl Prover {
             timeline,
             faults,
             limiter,
+            host_pins,
             config,
             final_budgets: Mutex::new(None),
         })
@@ -355,6 +358,11 @@ impl Prover {
     /// Pinned bytes that no idle staging buffer or resident key explains.
     pub fn pinned_leaked_bytes(&self) -> u64 {
         self.pipelines.iter().map(|p| p.pinned_leaked_bytes()).sum()
+    }
+
+    /// Every host range page-locked through this prover's pin table now, by any device.
+    pub fn pinned_ranges(&self) -> Vec<crate::backend::HostRange> {
+        self.host_pins.ranges()
     }
 
     /// Device bytes allocated now, per device (resident keys included).
