@@ -387,10 +387,9 @@ impl Device for ForeignPins {
 
 #[test]
 fn an_already_registered_range_is_state_and_is_never_unpinned_by_us() {
-    let foreign_buf = vec![0u8; 4096];
-    let own_buf = vec![0u8; 4096];
-    let foreign = HostRange::of(&foreign_buf);
-    let own = HostRange::of(&own_buf);
+    let foreign_buf = Arc::new(vec![0u8; 4096]);
+    let own_buf = Arc::new(vec![0u8; 4096]);
+    let foreign = HostRange::of(foreign_buf.as_slice());
     let device = Arc::new(ForeignPins {
         inner: CpuDevice::new(0, 1 << 20),
         foreign: vec![foreign],
@@ -398,9 +397,9 @@ fn an_already_registered_range_is_state_and_is_never_unpinned_by_us() {
     });
     let registry = PinnedRegistry::new(device.clone());
 
-    let first = registry.pin(foreign).expect("already registered is not a failure");
-    let second = registry.pin(foreign).expect("a second lease of the same range");
-    let mine = registry.pin(own).unwrap();
+    let first = registry.pin_owned(foreign_buf.clone()).expect("already registered is not a failure");
+    let second = registry.pin_owned(foreign_buf).expect("a second lease of the same range");
+    let mine = registry.pin_owned(own_buf).unwrap();
     assert_eq!(registry.pinned_ranges(), 2);
     assert_eq!(registry.pinned_bytes(), 8192);
     assert_eq!(device.inner.pinned_ranges(), 1, "only our own range is page-locked by us");

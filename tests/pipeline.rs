@@ -595,3 +595,36 @@ fn a_younger_partition_s_results_do_not_wait_for_an_older_partition_s_msms() {
     }
     panic!("the younger partition finished only after the older one's MSMs, three times");
 }
+
+#[test]
+fn a_resident_key_nobody_holds_is_released_and_one_still_held_stays() {
+    // A resident key holds its ProvingKey (and its page-locked vectors) strongly, so that the
+    // memory it pins is always live; it must still go once nobody outside the devices holds it.
+    let prover =
+        Prover::new(ProverConfig { backend: BackendKind::Cpu, cpu_devices: 2, ..ProverConfig::default() }).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let (dropped_spec, kept_spec) = (spec(6, fresh_seed()), spec(6, fresh_seed()));
+    let dropped = dropped_spec.proving_key().unwrap();
+    let kept = kept_spec.proving_key().unwrap();
+    // On both devices, so that the count of holders covers more than one resident entry.
+    prover.preload(&dropped, None).unwrap();
+    prover.prove(ProofRequest::new(dropped.clone(), partitions(&dropped_spec, 2), &mut rng)).unwrap();
+    assert!(prover.is_resident(&dropped, 0) && prover.is_resident(&dropped, 1));
+    let gone = Arc::downgrade(&dropped);
+    drop(dropped);
+    assert!(gone.upgrade().is_some(), "the devices let go of a resident key before it was evicted");
+
+    // Every submit releases unheld keys; the last partition's bookkeeping may still hold the
+    // request (and its key) for a moment after the caller is woken, so wait for it.
+    prover.prove(ProofRequest::new(kept.clone(), partitions(&kept_spec, 2), &mut rng)).unwrap();
+    let started = std::time::Instant::now();
+    while gone.upgrade().is_some() && started.elapsed() < std::time::Duration::from_secs(10) {
+        prover.release_unheld_keys();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(gone.upgrade().is_none(), "a key nobody holds stayed resident");
+    // The twin: the key its caller still holds stays resident.
+    assert!(prover.is_resident(&kept, 0) || prover.is_resident(&kept, 1));
+    assert_eq!(prover.release_unheld_keys(), 0);
+    assert_nothing_held(&prover);
+}

@@ -57,7 +57,8 @@ impl StagedInputs {
 /// One of a partition's large host vectors, page-locked one way or the other.
 pub enum StagedVector {
     /// The witness's own vector, page-locked where it is while the lease lives (none for an
-    /// empty vector).
+    /// empty vector). The lease owns the witness too, so the vector cannot be freed while its
+    /// range is registered.
     InPlace { vector: Arc<WitnessVector>, _lease: Option<PinLease> },
     /// A copy in a pooled page-locked buffer.
     Pooled(PinnedScalars),

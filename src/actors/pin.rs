@@ -13,7 +13,6 @@ use serde::Serialize;
 
 use super::messages::{PartitionJob, StagedInputs, StagedVector, WitnessPart, WitnessVector};
 use super::stage_actor::StageLogic;
-use crate::backend::HostRange;
 use crate::circuit::PackedDensity;
 use crate::error::Result;
 use crate::stage::Stage;
@@ -49,7 +48,8 @@ impl StageLogic for Pinning {
                 StagingMode::InPlace => {
                     let lease = match values.is_empty() {
                         true => None,
-                        false => Some(pipeline.pool.registry().pin(HostRange::of(values))?),
+                        // The lease owns the witness, so the vector stays where it was pinned.
+                        false => Some(pipeline.pool.registry().pin_part(witness.clone(), |w| part.of(w))?),
                     };
                     let vector = Arc::new(WitnessVector { witness: witness.clone(), part });
                     Ok(StagedVector::InPlace { vector, _lease: lease })
@@ -64,8 +64,8 @@ impl StageLogic for Pinning {
             c: stage(WitnessPart::C)?,
             aux: stage(WitnessPart::Aux)?,
             a_query_inputs: pool.stage(&witness.input_assignment)?,
-            b_query_inputs: pool.stage_with(witness.b_input_density.total(), |out| {
-                out.extend(witness.b_input_density.select(&witness.input_assignment))
+            b_query_inputs: pool.stage_with(witness.b_input_density.total(), |room| {
+                room.extend(witness.b_input_density.select(&witness.input_assignment))
             })?,
             a_aux_selection: Arc::new(PackedDensity::pack(&witness.a_aux_density, aux_len)?),
             b_aux_selection: Arc::new(PackedDensity::pack(&witness.b_aux_density, aux_len)?),

@@ -2,7 +2,7 @@
 //! addresses of its stage actors.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use actix::Addr;
@@ -20,8 +20,7 @@ use super::pin::{Pinning, StagingMode};
 use super::stage_actor::StageActor;
 use crate::backend::faults::FaultInjector;
 use crate::backend::{
-    g1_bytes, g2_bytes, AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, HostRange, Seniority,
-    StageEvent, WorkTag,
+    g1_bytes, g2_bytes, AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, Seniority, StageEvent, WorkTag,
 };
 use crate::error::Result;
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
@@ -41,8 +40,14 @@ pub struct StageAddrs {
 }
 
 /// A proving key held on a device, shared by every partition that uses it.
+///
+/// It holds its key strongly: the key is compared by `Arc::ptr_eq` with a reference that
+/// keeps it alive (so no other key can ever take its address), and the leases in `pins` own
+/// the host vectors they page-lock. Residency ends by eviction (least recently used under the
+/// budget, explicit, or once nobody outside the devices holds the key: see
+/// `Prover::release_unheld_keys`), never because the caller dropped its handle.
 pub struct ResidentKey {
-    key: Weak<ProvingKey>,
+    key: Arc<ProvingKey>,
     pub h: DeviceBuffer,
     pub l: DeviceBuffer,
     pub a: DeviceBuffer,
@@ -63,7 +68,7 @@ impl ResidentKey {
         self._grant.bytes()
     }
     pub fn is_key(&self, key: &Arc<ProvingKey>) -> bool {
-        self.key.upgrade().is_some_and(|k| Arc::ptr_eq(&k, key))
+        Arc::ptr_eq(&self.key, key)
     }
     /// Queues the key's copies on `stream` the first time it is called; later calls do
     /// nothing, as the stream orders them after the copies. A failed enqueue marks the key
@@ -248,12 +253,17 @@ impl DevicePipeline {
     /// The key if it is resident here (and still valid).
     pub fn resident_key(&self, key: &Arc<ProvingKey>) -> Option<Arc<ResidentKey>> {
         let mut keys = self.keys.lock();
-        keys.retain(|k| !k.failure.is_failed() && k.key.strong_count() > 0);
+        keys.retain(|k| !k.failure.is_failed());
         let found = keys.iter().find(|k| k.is_key(key)).cloned();
         if let Some(k) = &found {
             *k.last_used.lock() = Instant::now();
         }
         found
+    }
+
+    /// The keys resident here (a handle on each, for the prover's bookkeeping).
+    pub fn resident_proving_keys(&self) -> Vec<Arc<ProvingKey>> {
+        self.keys.lock().iter().map(|k| k.key.clone()).collect()
     }
 
     /// Whether `key` is resident on this device.
@@ -299,19 +309,21 @@ impl DevicePipeline {
     }
 
     /// Leases on the key's five host vectors: all five or none, since a partial set would
-    /// leave the key half pinned. Pinning a range already pinned only counts a user.
+    /// leave the key half pinned. Pinning a range already pinned only counts a user. Each
+    /// lease owns its vector, so the key's memory stays allocated while it is page-locked,
+    /// whoever else lets go of the key.
     pub fn pin_key_ranges(&self, key: &ProvingKey) -> Result<Vec<PinLease>> {
-        [
-            HostRange::of(&key.h),
-            HostRange::of(&key.l),
-            HostRange::of(&key.a),
-            HostRange::of(&key.b_g1),
-            HostRange::of(&key.b_g2),
-        ]
-        .into_iter()
-        .filter(|range| range.len > 0)
-        .map(|range| self.pool.registry().pin(range))
-        .collect()
+        let registry = self.pool.registry();
+        let mut leases = Vec::with_capacity(5);
+        for g1 in [&key.h, &key.l, &key.a, &key.b_g1] {
+            if !g1.is_empty() {
+                leases.push(registry.pin_owned(g1.clone())?);
+            }
+        }
+        if !key.b_g2.is_empty() {
+            leases.push(registry.pin_owned(key.b_g2.clone())?);
+        }
+        Ok(leases)
     }
 
     /// Makes `key` resident now and waits for its upload (an explicit preload).
@@ -357,7 +369,7 @@ impl DevicePipeline {
     pub fn make_resident(&self, key: &Arc<ProvingKey>, grant: Grant) -> Result<Arc<ResidentKey>> {
         let alloc = |bytes| self.device.allocate(bytes);
         let resident = Arc::new(ResidentKey {
-            key: Arc::downgrade(key),
+            key: key.clone(),
             h: alloc(g1_bytes(key.h.len()))?,
             l: alloc(g1_bytes(key.l.len()))?,
             a: alloc(g1_bytes(key.a.len()))?,

@@ -16,6 +16,7 @@ use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::actors::messages::WitnessPart;
 use crate::actors::StagingMode;
 use crate::backend::BackendKind;
 use crate::error::{Error, Result};
@@ -326,11 +327,13 @@ fn measure_host_floors(prover: &Prover, values: &[crate::Scalar]) -> Result<Host
     let staged = pipeline.pool.stage(values)?;
     let copy_gbps = gbps(started.elapsed().as_secs_f64());
     drop(staged);
-    let fresh: Vec<crate::Scalar> = values.par_iter().copied().collect();
+    let fresh: Arc<Vec<crate::Scalar>> = Arc::new(values.par_iter().copied().collect());
     let started = Instant::now();
-    let lease = pipeline.pool.registry().pin(crate::backend::HostRange::of(&fresh))?;
+    let lease = pipeline.pool.registry().pin_owned(fresh.clone())?;
     drop(lease);
     let lock_unlock_gbps = gbps(started.elapsed().as_secs_f64());
+    // Freed after the clock: only locking and unlocking are timed.
+    drop(fresh);
     Ok(HostStagingFloors { bytes, copy_gbps, lock_unlock_gbps })
 }
 
@@ -352,9 +355,10 @@ fn pin_witnesses(prover: &Prover, witnesses: &[Arc<crate::circuit::Witness>]) ->
     let registry = pipeline.pool.registry();
     let mut leases = Vec::new();
     for witness in witnesses {
-        for part in [&witness.a, &witness.b, &witness.c, &witness.aux_assignment] {
-            if !part.is_empty() {
-                leases.push(registry.pin(crate::backend::HostRange::of(part))?);
+        for part in [WitnessPart::A, WitnessPart::B, WitnessPart::C, WitnessPart::Aux] {
+            if !part.of(witness).is_empty() {
+                // Each lease owns the witness, so the vectors stay allocated while locked.
+                leases.push(registry.pin_part(witness.clone(), |w| part.of(w))?);
             }
         }
     }

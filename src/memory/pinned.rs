@@ -7,6 +7,7 @@
 //! a range is unpinned when its last [`PinLease`] is dropped. The [`PinnedPool`] keeps pinned
 //! staging buffers for the next partition.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
@@ -15,7 +16,7 @@ use parking_lot::{Condvar, Mutex};
 use rayon::prelude::*;
 
 use crate::backend::{Device, HostRange, PinOutcome};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Where a range stands in the table. Page-locking gigabytes takes a while (about 170 ms for
 /// 4 GiB), so the driver calls run outside the table's lock: a range being locked or unlocked
@@ -124,11 +125,33 @@ impl PinnedRegistry {
         Arc::new(PinnedRegistry { device, table, mine: Mutex::new(HashMap::new()) })
     }
 
-    /// Pins `range`, or counts one more user of a range already pinned (by any device).
+    /// Pins the elements of `memory`, or counts one more user of them if they are pinned
+    /// already (by any device). The lease keeps `memory` alive: it cannot be freed, nor
+    /// reallocated, while its range is registered.
+    pub fn pin_owned<T: Send + Sync + 'static>(self: &Arc<Self>, memory: Arc<Vec<T>>) -> Result<PinLease> {
+        let range = HostRange::of(memory.as_slice());
+        self.pin_within(range, memory)
+    }
+
+    /// Pins the slice `part` borrows from `owner` (a witness's vector, say), keeping `owner`
+    /// alive for as long as the lease lives. The slice borrows from `owner` for as long as
+    /// `owner` lives, so its memory is `owner`'s (or static) and stays where it is: nothing can
+    /// move it out from under the shared `Arc` the lease holds.
+    pub fn pin_part<O, T>(self: &Arc<Self>, owner: Arc<O>, part: impl FnOnce(&O) -> &[T]) -> Result<PinLease>
+    where
+        O: Send + Sync + 'static,
+    {
+        let range = HostRange::of(part(&owner));
+        self.pin_within(range, owner)
+    }
+
+    /// Pins `range`, which lies inside memory `owner` keeps alive, or counts one more user of
+    /// it. Every public way in computes `range` from its owner; this is the one place that
+    /// takes the two apart, and it is private to this module.
     ///
     /// The driver call runs without the table's lock, so pins of different ranges proceed
     /// together; a pin of a range that is being locked or unlocked waits for that to finish.
-    pub fn pin(self: &Arc<Self>, range: HostRange) -> Result<PinLease> {
+    fn pin_within(self: &Arc<Self>, range: HostRange, owner: PinOwner) -> Result<PinLease> {
         let must_lock = {
             let mut ranges = self.table.ranges.lock();
             loop {
@@ -154,7 +177,7 @@ impl PinnedRegistry {
             claim.settle(PinState::Locked { users: 1, pinned_by });
         }
         *self.mine.lock().entry(range).or_default() += 1;
-        Ok(PinLease { range, registry: Arc::downgrade(self) })
+        Ok(PinLease { range, registry: self.clone(), owner })
     }
 
     fn release(&self, range: HostRange) {
@@ -199,23 +222,36 @@ impl PinnedRegistry {
     }
 }
 
+/// What a lease keeps alive: the memory its range lies in, of any type.
+type PinOwner = Arc<dyn Any + Send + Sync>;
+
 /// One user's hold on a pinned range; the range is unpinned when the last lease drops.
+///
+/// A lease owns the memory it pins: the range is released in `drop`, before the fields (and
+/// so the owner) go, so no range in the [`HostPinTable`] can outlive its allocation. It holds
+/// its registry strongly for the same reason: a lease that outlived its registry could not
+/// unregister its range before freeing the memory.
 pub struct PinLease {
     range: HostRange,
-    registry: Weak<PinnedRegistry>,
+    registry: Arc<PinnedRegistry>,
+    owner: PinOwner,
 }
 
 impl PinLease {
     pub fn range(&self) -> HostRange {
         self.range
     }
+
+    /// The owner, when this lease is its only holder and it is a `T`. Private: it hands out
+    /// the memory mutably, and only the pool (which never lets a buffer grow) may do that.
+    fn sole_owner_mut<T: Any>(&mut self) -> Option<&mut T> {
+        Arc::get_mut(&mut self.owner)?.downcast_mut()
+    }
 }
 
 impl Drop for PinLease {
     fn drop(&mut self) {
-        if let Some(registry) = self.registry.upgrade() {
-            registry.release(self.range);
-        }
+        self.registry.release(self.range);
     }
 }
 
@@ -226,6 +262,7 @@ impl std::fmt::Debug for PinLease {
 }
 
 /// A pinned staging buffer of scalars, lent by a [`PinnedPool`] and returned to it on drop.
+/// Its lease owns the buffer; `data` is a typed handle on the same allocation.
 pub struct PinnedScalars {
     data: Option<Arc<Vec<Scalar>>>,
     lease: Option<PinLease>,
@@ -247,26 +284,87 @@ impl PinnedScalars {
 
 impl Drop for PinnedScalars {
     fn drop(&mut self) {
-        let (Some(data), Some(lease)) = (self.data.take(), self.lease.take()) else { return };
-        // Only a buffer nobody else still reads can be reused; otherwise it is let go.
-        if let (Some(shelf), Ok(data)) = (self.pool.upgrade(), Arc::try_unwrap(data)) {
-            shelf.put_back(data, lease);
+        let (Some(data), Some(mut lease)) = (self.data.take(), self.lease.take()) else { return };
+        drop(data);
+        // Only a buffer nobody else still reads can be reused; otherwise the lease goes, and
+        // the readers' handles keep the (now unpinned) memory until they are done.
+        if let Some(shelf) = self.pool.upgrade() {
+            if lease.sole_owner_mut::<Vec<Scalar>>().is_some() {
+                shelf.put_back(lease);
+            }
         }
     }
 }
 
+/// Room in a pooled pinned buffer: values go in up to the length asked for (and so within
+/// its capacity) and never beyond, so the buffer is never reallocated away from the range its
+/// lease pinned.
+pub struct PinnedFill<'a> {
+    data: &'a mut Vec<Scalar>,
+    /// The length asked for; never more than the capacity.
+    limit: usize,
+}
+
+impl PinnedFill<'_> {
+    /// Scalars that still fit.
+    pub fn room(&self) -> usize {
+        self.limit.min(self.data.capacity()) - self.data.len()
+    }
+
+    /// Appends `values`, copying with every core (a partition's vectors are gigabytes).
+    pub fn extend_from_slice(&mut self, values: &[Scalar]) -> Result<()> {
+        self.check_room(values.len())?;
+        // Within capacity, `par_extend` reserves nothing new: the buffer stays where it is.
+        self.data.par_extend(values.par_iter().copied());
+        Ok(())
+    }
+
+    /// Appends `values` one by one, failing (with what fitted kept) if there are more than fit.
+    pub fn extend(&mut self, values: impl IntoIterator<Item = Scalar>) -> Result<()> {
+        let mut values = values.into_iter();
+        while self.room() > 0 {
+            match values.next() {
+                Some(value) => self.data.push(value),
+                None => return Ok(()),
+            }
+        }
+        match values.next() {
+            None => Ok(()),
+            Some(_) => self.check_room(1 + values.count()),
+        }
+    }
+
+    fn check_room(&self, more: usize) -> Result<()> {
+        if more > self.room() {
+            return Err(Error::MalformedWitness(format!(
+                "{} more values for a staging buffer with room for {}",
+                more,
+                self.room()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Idle pooled buffers: each lease owns a `Vec<Scalar>` whose whole capacity it pins, and is
+/// that vector's only holder.
 struct PoolShelf {
-    idle: Mutex<Vec<(Vec<Scalar>, PinLease)>>,
+    idle: Mutex<Vec<PinLease>>,
     max_idle: usize,
 }
 
 impl PoolShelf {
-    fn put_back(&self, data: Vec<Scalar>, lease: PinLease) {
+    fn put_back(&self, lease: PinLease) {
         let mut idle = self.idle.lock();
         if idle.len() < self.max_idle {
-            idle.push((data, lease));
+            idle.push(lease);
         }
     }
+}
+
+/// Scalars a pooled buffer's lease covers (its whole capacity).
+fn pooled_capacity(lease: &PinLease) -> usize {
+    lease.range().len / std::mem::size_of::<Scalar>()
 }
 
 /// Reusable pinned staging buffers of one device.
@@ -287,38 +385,52 @@ impl PinnedPool {
 
     /// A pinned buffer holding a copy of `values`, reusing an idle one when one is big enough.
     pub fn stage(&self, values: &[Scalar]) -> Result<PinnedScalars> {
-        // A partition's vectors are gigabytes: copy with every core.
-        self.stage_with(values.len(), |data| data.par_extend(values.par_iter().copied()))
+        self.stage_with(values.len(), |room| room.extend_from_slice(values))
     }
 
-    /// A pinned buffer of room for `len` scalars, filled by `fill` (which must push at most
-    /// `len`), so values computed for staging go straight into pinned memory.
-    pub fn stage_with(&self, len: usize, fill: impl FnOnce(&mut Vec<Scalar>)) -> Result<PinnedScalars> {
+    /// A pinned buffer of room for `len` scalars, filled by `fill`, so values computed for
+    /// staging go straight into pinned memory. A `fill` that fails or offers more than `len`
+    /// fails the staging; the buffer goes back to the pool.
+    pub fn stage_with(
+        &self,
+        len: usize,
+        fill: impl FnOnce(&mut PinnedFill<'_>) -> Result<()>,
+    ) -> Result<PinnedScalars> {
         let reused = {
             let mut idle = self.shelf.idle.lock();
             let fit = idle
                 .iter()
                 .enumerate()
-                .filter(|(_, (buf, _))| buf.capacity() >= len)
-                .min_by_key(|(_, (buf, _))| buf.capacity())
+                .filter(|(_, lease)| pooled_capacity(lease) >= len)
+                .min_by_key(|(_, lease)| pooled_capacity(lease))
                 .map(|(i, _)| i);
             fit.map(|i| idle.swap_remove(i))
         };
-        let (mut data, lease) = match reused {
+        let mut lease = match reused {
             Some(found) => found,
-            None => {
-                // Never an empty allocation: a zero-length range cannot be pinned.
-                let data: Vec<Scalar> = Vec::with_capacity(len.max(1));
-                let range = HostRange { addr: data.as_ptr() as usize, len: data.capacity() * 32 };
-                let lease = self.registry.pin(range)?;
-                (data, lease)
-            }
+            // Never an empty allocation: a zero-length range cannot be pinned.
+            None => self.pin_buffer(len.max(1))?,
         };
-        data.clear();
-        let pinned_at = data.as_ptr();
-        fill(&mut data);
-        debug_assert_eq!(data.as_ptr(), pinned_at, "the staged values outgrew their pinned buffer");
-        Ok(PinnedScalars { data: Some(Arc::new(data)), lease: Some(lease), pool: Arc::downgrade(&self.shelf) })
+        let filled = {
+            let data = lease.sole_owner_mut::<Vec<Scalar>>().expect("an idle or fresh pooled buffer has one holder");
+            data.clear();
+            fill(&mut PinnedFill { data, limit: len })
+        };
+        if let Err(err) = filled {
+            self.shelf.put_back(lease);
+            return Err(err);
+        }
+        let data = lease.owner.clone().downcast::<Vec<Scalar>>().expect("a pooled buffer owns a Vec<Scalar>");
+        Ok(PinnedScalars { data: Some(data), lease: Some(lease), pool: Arc::downgrade(&self.shelf) })
+    }
+
+    /// A fresh buffer of room for `len` scalars, its whole capacity pinned and owned by the
+    /// lease.
+    fn pin_buffer(&self, len: usize) -> Result<PinLease> {
+        let data: Vec<Scalar> = Vec::with_capacity(len);
+        let range = HostRange { addr: data.as_ptr() as usize, len: data.capacity() * std::mem::size_of::<Scalar>() };
+        // Moving the vector into its `Arc` moves its header, not its heap buffer.
+        self.registry.pin_within(range, Arc::new(data))
     }
 
     /// Allocates and pins idle buffers ahead of use, one per entry of `lengths` (in scalars),
@@ -329,7 +441,7 @@ impl PinnedPool {
         let mut wanted: Vec<usize> = lengths.iter().map(|&len| len.max(1)).collect();
         wanted.sort_unstable_by(|x, y| y.cmp(x));
         // Match the largest requests against the idle buffers first (each buffer once).
-        let mut idle_capacities: Vec<usize> = self.shelf.idle.lock().iter().map(|(buf, _)| buf.capacity()).collect();
+        let mut idle_capacities: Vec<usize> = self.shelf.idle.lock().iter().map(pooled_capacity).collect();
         idle_capacities.sort_unstable_by(|x, y| y.cmp(x));
         let mut missing = Vec::new();
         for len in wanted {
@@ -343,11 +455,9 @@ impl PinnedPool {
         let room = self.shelf.max_idle.saturating_sub(self.shelf.idle.lock().len());
         let mut pinned = 0;
         for len in missing.into_iter().take(room) {
-            let data: Vec<Scalar> = Vec::with_capacity(len);
-            let range = HostRange { addr: data.as_ptr() as usize, len: data.capacity() * 32 };
-            let lease = self.registry.pin(range)?;
-            pinned += range.len as u64;
-            self.shelf.put_back(data, lease);
+            let lease = self.pin_buffer(len)?;
+            pinned += lease.range().len as u64;
+            self.shelf.put_back(lease);
         }
         Ok(pinned)
     }
@@ -359,7 +469,7 @@ impl PinnedPool {
 
     /// Bytes held pinned by idle buffers.
     pub fn idle_bytes(&self) -> u64 {
-        self.shelf.idle.lock().iter().map(|(_, lease)| lease.range().len as u64).sum()
+        self.shelf.idle.lock().iter().map(|lease| lease.range().len as u64).sum()
     }
 
     /// Unpins every idle buffer.
@@ -447,26 +557,30 @@ mod tests {
         }
     }
 
-    /// Pins `range` on a thread of its own.
-    fn pin_on_a_thread(registry: &Arc<PinnedRegistry>, range: HostRange) -> std::thread::JoinHandle<Result<PinLease>> {
-        let registry = registry.clone();
-        std::thread::spawn(move || registry.pin(range))
+    /// Pins `memory` on a thread of its own.
+    fn pin_on_a_thread(registry: &Arc<PinnedRegistry>, memory: &Arc<Vec<u8>>) -> PinThread {
+        let (registry, memory) = (registry.clone(), memory.clone());
+        std::thread::spawn(move || registry.pin_owned(memory))
     }
 
     type PinThread = std::thread::JoinHandle<Result<PinLease>>;
 
-    /// Pins `range` on two threads, the second starting once the first's call reached the
+    /// Pins `memory` on two threads, the second starting once the first's call reached the
     /// device (so it finds the range being locked).
     fn pin_twice_while_the_first_locks(
         device: &SlowPins,
         registry: &Arc<PinnedRegistry>,
-        range: HostRange,
+        memory: &Arc<Vec<u8>>,
     ) -> (PinThread, PinThread) {
-        let first = pin_on_a_thread(registry, range);
+        let first = pin_on_a_thread(registry, memory);
         while device.calls.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
         }
-        (first, pin_on_a_thread(registry, range))
+        (first, pin_on_a_thread(registry, memory))
+    }
+
+    fn page() -> Arc<Vec<u8>> {
+        Arc::new(vec![0u8; 4096])
     }
 
     #[test]
@@ -475,9 +589,8 @@ mod tests {
         // would queue every other partition's pin behind it.
         let device = SlowPins::new(false);
         let registry = PinnedRegistry::new(device.clone());
-        let (a, b) = (vec![0u8; 4096], vec![0u8; 4096]);
-        let first = pin_on_a_thread(&registry, HostRange::of(&a));
-        let second = pin_on_a_thread(&registry, HostRange::of(&b));
+        let first = pin_on_a_thread(&registry, &page());
+        let second = pin_on_a_thread(&registry, &page());
         let leases = [first.join().unwrap().unwrap(), second.join().unwrap().unwrap()];
         assert_eq!(device.most_at_once.load(Ordering::SeqCst), 2, "the second pin waited for the first");
         assert_eq!(device.inner.pinned_ranges(), 2);
@@ -491,9 +604,7 @@ mod tests {
         // the other waits and shares it (a second call would meet "already registered").
         let device = SlowPins::new(false);
         let registry = PinnedRegistry::new(device.clone());
-        let data = vec![0u8; 4096];
-        let range = HostRange::of(&data);
-        let (first, second) = pin_twice_while_the_first_locks(&device, &registry, range);
+        let (first, second) = pin_twice_while_the_first_locks(&device, &registry, &page());
         let leases = [first.join().unwrap().unwrap(), second.join().unwrap().unwrap()];
         assert_eq!(device.calls.load(Ordering::SeqCst), 1, "the range was page-locked twice");
         assert_eq!(device.most_at_once.load(Ordering::SeqCst), 1);
@@ -506,9 +617,7 @@ mod tests {
     fn a_failed_lock_lets_the_waiting_pinner_try_again() {
         let device = SlowPins::new(true);
         let registry = PinnedRegistry::new(device.clone());
-        let data = vec![0u8; 4096];
-        let range = HostRange::of(&data);
-        let (first, second) = pin_twice_while_the_first_locks(&device, &registry, range);
+        let (first, second) = pin_twice_while_the_first_locks(&device, &registry, &page());
         assert!(first.join().unwrap().is_err(), "the injected failure was lost");
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || done.send(second.join().unwrap()));
@@ -526,10 +635,9 @@ mod tests {
     fn pinning_a_range_twice_pins_it_once_and_unpins_after_the_last_user() {
         let device = Arc::new(CpuDevice::new(0, 1 << 20));
         let registry = PinnedRegistry::new(device.clone());
-        let data = vec![0u8; 4096];
-        let range = HostRange::of(&data);
-        let first = registry.pin(range).unwrap();
-        let second = registry.pin(range).expect("pinning the same range again is not an error");
+        let data = page();
+        let first = registry.pin_owned(data.clone()).unwrap();
+        let second = registry.pin_owned(data).expect("pinning the same range again is not an error");
         assert_eq!(device.pinned_ranges(), 1);
         drop(first);
         assert_eq!(device.pinned_ranges(), 1, "unpinned while a user remained");
@@ -541,12 +649,11 @@ mod tests {
     #[test]
     fn a_range_pinned_by_someone_else_is_used_but_not_unpinned() {
         let device = Arc::new(CpuDevice::new(0, 1 << 20));
-        let data = vec![0u8; 4096];
-        let range = HostRange::of(&data);
+        let data = page();
         // Someone outside the registry pinned it: the driver answers "already registered".
-        assert_eq!(device.pin_host(range).unwrap(), PinOutcome::Pinned);
+        assert_eq!(device.pin_host(HostRange::of(data.as_slice())).unwrap(), PinOutcome::Pinned);
         let registry = PinnedRegistry::new(device.clone());
-        let lease = registry.pin(range).expect("already registered is state, not failure");
+        let lease = registry.pin_owned(data).expect("already registered is state, not failure");
         drop(lease);
         assert_eq!(device.pinned_ranges(), 1, "unpinned a range the registry did not pin");
     }
@@ -557,10 +664,9 @@ mod tests {
         let table = HostPinTable::new();
         let on_first = PinnedRegistry::sharing(first.clone(), table.clone());
         let on_second = PinnedRegistry::sharing(second.clone(), table.clone());
-        let data = vec![0u8; 4096];
-        let range = HostRange::of(&data);
-        let held_by_first = on_first.pin(range).unwrap();
-        let held_by_second = on_second.pin(range).expect("a range the other device pinned is shared");
+        let data = page();
+        let held_by_first = on_first.pin_owned(data.clone()).unwrap();
+        let held_by_second = on_second.pin_owned(data).expect("a range the other device pinned is shared");
         assert_eq!((first.pinned_ranges(), second.pinned_ranges()), (1, 0), "pinned twice");
         drop(held_by_first);
         assert_eq!(first.pinned_ranges(), 1, "unpinned under the second device's lease");
@@ -574,12 +680,92 @@ mod tests {
     fn separate_tables_do_not_share() {
         // The negative twin: registries over separate tables pin on their own.
         let (first, second) = (Arc::new(CpuDevice::new(0, 1 << 20)), Arc::new(CpuDevice::new(1, 1 << 20)));
-        let data = vec![0u8; 4096];
-        let range = HostRange::of(&data);
-        let one = PinnedRegistry::new(first.clone()).pin(range);
-        let other = PinnedRegistry::new(second.clone()).pin(range);
+        let data = page();
+        let one = PinnedRegistry::new(first.clone()).pin_owned(data.clone());
+        let other = PinnedRegistry::new(second.clone()).pin_owned(data);
         assert!(one.is_ok() && other.is_ok());
         assert_eq!((first.pinned_ranges(), second.pinned_ranges()), (1, 1));
+    }
+
+    #[test]
+    fn a_lease_keeps_its_memory_alive_until_it_is_unpinned() {
+        let device = Arc::new(CpuDevice::new(0, 1 << 20));
+        let registry = PinnedRegistry::new(device.clone());
+        let data = page();
+        let alive = Arc::downgrade(&data);
+        let lease = registry.pin_owned(data).unwrap();
+        // The caller's handle is gone; the lease's keeps the pinned memory allocated.
+        assert!(alive.upgrade().is_some(), "pinned memory was freed while its range was registered");
+        assert_eq!(registry.table.ranges(), vec![lease.range()]);
+        drop(lease);
+        // The twin: once unpinned, nothing holds it.
+        assert!(alive.upgrade().is_none(), "the lease leaked its memory");
+        assert!(registry.table.ranges().is_empty());
+        assert_eq!(device.pinned_ranges(), 0);
+    }
+
+    #[test]
+    fn a_pinned_part_keeps_its_whole_owner_alive() {
+        struct TwoVectors {
+            first: Vec<u64>,
+            second: Vec<u64>,
+        }
+        let device = Arc::new(CpuDevice::new(0, 1 << 20));
+        let registry = PinnedRegistry::new(device.clone());
+        let owner = Arc::new(TwoVectors { first: vec![1; 512], second: vec![2; 256] });
+        let expected = HostRange::of(owner.second.as_slice());
+        let alive = Arc::downgrade(&owner);
+        let lease = registry.pin_part(owner, |o| &o.second).unwrap();
+        assert_eq!(lease.range(), expected);
+        assert!(alive.upgrade().is_some_and(|o| o.first.len() == 512));
+        drop(lease);
+        assert!(alive.upgrade().is_none());
+    }
+
+    #[test]
+    fn a_lease_that_outlives_its_registry_still_unpins() {
+        // Were the lease to hold its registry weakly, dropping it after the registry would
+        // free the memory with its range still registered and page-locked.
+        let device = Arc::new(CpuDevice::new(0, 1 << 20));
+        let table = HostPinTable::new();
+        let lease = PinnedRegistry::sharing(device.clone(), table.clone()).pin_owned(page()).unwrap();
+        assert_eq!(device.pinned_ranges(), 1);
+        drop(lease);
+        assert_eq!((device.pinned_ranges(), table.ranges().len()), (0, 0));
+    }
+
+    #[test]
+    fn a_fill_that_offers_more_than_it_asked_for_fails_and_the_buffer_stays_put() {
+        let device = Arc::new(CpuDevice::new(0, 1 << 20));
+        let pool = PinnedPool::new(PinnedRegistry::new(device.clone()), 4);
+        let values: Vec<Scalar> = (0..100u64).map(Scalar::from).collect();
+        let roomy = pool.stage(&values).unwrap();
+        let (addr, range) = (roomy.shared().as_ptr(), pool.registry().table.ranges());
+        drop(roomy);
+        // A larger idle buffer is reused, but a fill still gets only the room it asked for.
+        let too_many = pool.stage_with(10, |room| room.extend(values.iter().copied()));
+        assert!(matches!(too_many, Err(Error::MalformedWitness(_))), "{:?}", too_many.err());
+        let too_many = pool.stage_with(10, |room| room.extend_from_slice(&values[..11]));
+        assert!(too_many.is_err());
+        assert_eq!((pool.idle_buffers(), pool.registry().table.ranges()), (1, range), "the buffer was lost or moved");
+        // The twin: a fill within its room stages, in the same pinned buffer.
+        let fits = pool.stage_with(10, |room| room.extend(values[..10].iter().copied())).unwrap();
+        let shared = fits.shared();
+        assert_eq!((shared.as_ptr(), shared.as_slice()), (addr, &values[..10]));
+    }
+
+    #[test]
+    fn a_staged_buffer_still_read_elsewhere_is_not_reused() {
+        let device = Arc::new(CpuDevice::new(0, 1 << 20));
+        let pool = PinnedPool::new(PinnedRegistry::new(device.clone()), 4);
+        let values: Vec<Scalar> = (0..100u64).map(Scalar::from).collect();
+        let staged = pool.stage(&values).unwrap();
+        let reader = staged.shared();
+        drop(staged);
+        // The reader's copy may still be running: the buffer is unpinned and let go, not
+        // refilled under it, and stays allocated for the reader.
+        assert_eq!((pool.idle_buffers(), device.pinned_ranges()), (0, 0));
+        assert_eq!(reader.as_slice(), values.as_slice());
     }
 
     #[test]

@@ -307,6 +307,7 @@ impl Prover {
                 return Err(Error::Config(format!("none of the devices {wanted:?} is part of this prover")));
             }
         }
+        self.release_unheld_keys();
         let id = self.next_request.fetch_add(1, Ordering::SeqCst);
         let state = RequestState::new(id, key, r, s, priority, devices, self.config.retries, self.submit.clone());
         self.requests.lock().push(Arc::downgrade(&state));
@@ -384,6 +385,31 @@ impl Prover {
     /// alive until their partitions finish.
     pub fn evict_all_keys(&self) -> usize {
         self.pipelines.iter().map(|p| p.evict_key(None)).sum()
+    }
+
+    /// Evicts, from every device, the resident keys that nobody outside the devices holds any
+    /// more (no caller, request or key-cache entry): nothing could ask for them again, and
+    /// their device memory and page-locked host vectors are better given back now than when
+    /// the budget next runs short. Returns how many keys went.
+    pub fn release_unheld_keys(&self) -> usize {
+        let mut residents: Vec<Arc<ProvingKey>> =
+            self.pipelines.iter().flat_map(|p| p.resident_proving_keys()).collect();
+        residents.sort_by_key(|k| Arc::as_ptr(k) as usize);
+        let unheld: Vec<Arc<ProvingKey>> = residents
+            .chunk_by(|x, y| Arc::ptr_eq(x, y))
+            // A key resident on n devices is held n times by their entries and n times by
+            // `residents`; any other holder makes the count larger. Nobody can take a new
+            // handle on an unheld key meanwhile: only the devices have one.
+            .filter(|same| Arc::strong_count(&same[0]) <= 2 * same.len())
+            .map(|same| same[0].clone())
+            .collect();
+        drop(residents);
+        for key in &unheld {
+            self.pipelines.iter().for_each(|p| {
+                p.evict_key(Some(key));
+            });
+        }
+        unheld.len()
     }
 
     fn selected(&self, devices: Option<&[usize]>) -> Vec<&Arc<DevicePipeline>> {
