@@ -100,6 +100,24 @@ pub enum Error {
     /// A fault injected on purpose by the fault-injection wrapper.
     #[error("injected fault: {0}")]
     Injected(String),
+
+    /// A vanilla-proof file that cannot be used: unreadable, truncated or garbled JSON, or of
+    /// another proof kind, sector size or API version than asked for.
+    #[error("vanilla proof {path}: {reason}")]
+    Vanilla { path: String, reason: String },
+
+    /// A parameter file a proof needs is missing from the parameter directory, or does not
+    /// belong there (another sector size, a `.vk` that is not its `.params`' key).
+    #[error("parameters for {what}: {reason} (expected {expected} in {dir})")]
+    MissingParams { what: String, expected: String, dir: String, reason: String },
+
+    /// filecoin-proofs refused an input or failed (building circuits, reading its types).
+    #[error("filecoin-proofs: {0}")]
+    Filecoin(String),
+
+    /// A proof came out that filecoin-proofs' verifier rejects; it is not returned.
+    #[error("the {kind} proof does not verify with filecoin-proofs' verifier; it was not returned")]
+    ProofRejected { kind: &'static str },
 }
 
 impl Error {

@@ -20,6 +20,8 @@ pub mod bench;
 pub mod circuit;
 pub mod compat;
 pub mod error;
+#[cfg(feature = "filecoin")]
+pub mod filecoin;
 pub mod groth16;
 pub mod math;
 pub mod memory;

@@ -1,5 +1,6 @@
 //! The `snarkpipe` command line: `snarkpipe bench` streams synthetic partitions through the
-//! prover and reports throughput, verification, overlap and leaks.
+//! prover and reports throughput, verification, overlap and leaks; `snarkpipe prove` proves one
+//! Filecoin proof from its vanilla proofs and the node's parameters.
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -15,6 +16,14 @@ struct Cli {
 enum Command {
     /// Prove synthetic partitions and report time per partition, verification and the timeline.
     Bench(snarkpipe::bench::BenchArgs),
+    /// Prove one Filecoin proof (PoRep C2, SnapDeals, Window or Winning PoSt) from a vanilla
+    /// file, verify it with filecoin-proofs and write its bytes.
+    #[cfg(feature = "filecoin")]
+    Prove(snarkpipe::filecoin::cli::ProveArgs),
+    /// Make real 2 KiB Filecoin inputs with filecoin-proofs: parameters, sealed sectors and a
+    /// vanilla job file per kind (for tests and benches).
+    #[cfg(feature = "filecoin")]
+    Fixtures(snarkpipe::filecoin::cli::FixturesArgs),
 }
 
 fn main() {
@@ -31,6 +40,20 @@ fn main() {
                 print!("{}", snarkpipe::bench::describe(&report));
             }
             report.failed == 0 || args.inject_faults > 0.0
+        }),
+        #[cfg(feature = "filecoin")]
+        Command::Prove(args) => snarkpipe::filecoin::cli::prove(&args).map(|report| {
+            if args.json {
+                println!("{}", serde_json::to_string(&report).expect("the report serializes"));
+            } else {
+                print!("{}", snarkpipe::filecoin::cli::describe(&report));
+            }
+            true
+        }),
+        #[cfg(feature = "filecoin")]
+        Command::Fixtures(args) => snarkpipe::filecoin::cli::make_fixtures(&args).map(|made| {
+            println!("{}", serde_json::to_string_pretty(&made).expect("the list serializes"));
+            true
         }),
     };
     match outcome {

@@ -82,6 +82,10 @@ pub struct RequestState {
     cancelled: AtomicBool,
     outcomes: Mutex<Outcomes>,
     changed: Condvar,
+    /// When the request was queued, and when its first partition was placed on a device: the
+    /// difference is the time it waited for the pipeline.
+    submitted: std::time::Instant,
+    first_placed: std::sync::OnceLock<std::time::Instant>,
 }
 
 impl RequestState {
@@ -113,7 +117,14 @@ impl RequestState {
                 wakers: Vec::new(),
             }),
             changed: Condvar::new(),
+            submitted: std::time::Instant::now(),
+            first_placed: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Notes that a partition went to a device; only the first counts.
+    pub(crate) fn mark_placed(&self) {
+        let _ = self.first_placed.set(std::time::Instant::now());
     }
 
     pub fn partitions(&self) -> usize {
@@ -227,6 +238,12 @@ impl ProofHandle {
 
     pub fn status(&self) -> RequestStatus {
         self.state.status()
+    }
+
+    /// How long the request waited before its first partition was placed on a device (None
+    /// while it still waits).
+    pub fn queued_for(&self) -> Option<std::time::Duration> {
+        self.state.first_placed.get().map(|placed| placed.saturating_duration_since(self.state.submitted))
     }
 }
 

@@ -105,6 +105,7 @@ impl Scheduler {
                 "placing a partition"
             );
             token.placed_on(pipeline.clone());
+            ticket.request.mark_placed();
             let job = self.job(ticket, pipeline.clone(), token);
             pipeline.admit(job);
         }

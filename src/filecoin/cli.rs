@@ -1,0 +1,127 @@
+//! `snarkpipe prove` (one Filecoin proof from a vanilla file) and `snarkpipe fixtures` (real
+//! 2 KiB inputs made with filecoin-proofs, for tests and benches).
+
+use std::path::PathBuf;
+
+use super::engine::{FilecoinProver, ProofTimings};
+use super::vanilla::VanillaRequest;
+use super::{fixtures, params, ProofKind};
+use crate::backend::BackendKind;
+use crate::params::file::PointCheck;
+use crate::prover::{Prover, ProverConfig};
+use crate::{Error, Result};
+
+/// The flags of `snarkpipe prove`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProveArgs {
+    /// The proof kind the vanilla file must hold.
+    #[arg(long, value_enum)]
+    pub kind: ProofKind,
+    /// The vanilla-proof job (JSON; see `snarkpipe::filecoin::vanilla`).
+    #[arg(long)]
+    pub vanilla: PathBuf,
+    /// The node's parameter directory (`FIL_PROOFS_PARAMETER_CACHE`): `.params` and `.vk`
+    /// files by their filecoin-proofs names. Nothing is downloaded.
+    #[arg(long)]
+    pub params_dir: PathBuf,
+    /// Where the proof bytes go (default: the vanilla file's path with `.proof`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendKind,
+    /// Check that every parameter point is on the curve and in the subgroup when the file is
+    /// opened (filecoin-proofs does not; seconds per GiB).
+    #[arg(long)]
+    pub check_points: bool,
+    /// Print one JSON object on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `snarkpipe prove` reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProveReport {
+    pub kind: ProofKind,
+    pub backend: BackendKind,
+    pub out: PathBuf,
+    pub proof_bytes: usize,
+    pub partitions: usize,
+    pub constraints_per_partition: usize,
+    /// filecoin-proofs' verifier accepted the proof (a rejected one is an error instead).
+    pub verified: bool,
+    pub seconds: ProofTimings,
+}
+
+/// Proves the vanilla file's job, verifies it and writes the proof bytes.
+pub fn prove(args: &ProveArgs) -> Result<ProveReport> {
+    // filecoin-proofs reads its settings once: point them at the directory first.
+    let params_dir = params::use_parameter_dir(&args.params_dir)?;
+    let job = VanillaRequest::read(&args.vanilla)?;
+    job.expect_kind(args.kind, &args.vanilla)?;
+    let prover = Prover::new(ProverConfig { backend: args.backend, ..ProverConfig::default() })?;
+    let check = if args.check_points { PointCheck::Checked } else { PointCheck::Unchecked };
+    let proven = FilecoinProver::with_params_dir(&prover, &params_dir)?.point_check(check).prove_job(&job)?;
+    let out = args.out.clone().unwrap_or_else(|| args.vanilla.with_extension("proof"));
+    std::fs::write(&out, &proven.bytes).map_err(|e| Error::io(format!("writing the proof to {}", out.display()), e))?;
+    Ok(ProveReport {
+        kind: proven.kind,
+        backend: prover.backend(),
+        out,
+        proof_bytes: proven.bytes.len(),
+        partitions: proven.partitions,
+        constraints_per_partition: proven.constraints,
+        verified: true,
+        seconds: proven.timings,
+    })
+}
+
+/// The summary `snarkpipe prove` prints.
+pub fn describe(report: &ProveReport) -> String {
+    let t = &report.seconds;
+    format!(
+        "{kind}: {partitions} partition(s) of {constraints} constraints on {backend:?}, verified by filecoin-proofs\n\
+         proof: {out} ({bytes} bytes)\n\
+         seconds: queue {queue:.3}, key load {key:.3}, synthesis {synth:.3}, gpu {gpu:.3}, verify {verify:.3}, total {total:.3}\n",
+        kind = report.kind,
+        partitions = report.partitions,
+        constraints = report.constraints_per_partition,
+        backend = report.backend,
+        out = report.out.display(),
+        bytes = report.proof_bytes,
+        queue = t.queue,
+        key = t.key_load,
+        synth = t.synthesis,
+        gpu = t.gpu,
+        verify = t.verify,
+        total = t.total,
+    )
+}
+
+/// The flags of `snarkpipe fixtures`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FixturesArgs {
+    /// Parameter directory to generate into (and reuse: kinds already there are not
+    /// generated again).
+    #[arg(long)]
+    pub params_dir: PathBuf,
+    /// Where sealed sectors and the vanilla job files go.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Kinds to make (default: all four).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub kinds: Vec<ProofKind>,
+    /// PoRep partition counts to make 2 KiB sectors for (each has its own parameters).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub porep_partitions: Vec<u8>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Seals 2 KiB sectors, makes their vanilla proofs and generates the parameters.
+pub fn make_fixtures(args: &FixturesArgs) -> Result<Vec<fixtures::FixtureJob>> {
+    std::fs::create_dir_all(&args.params_dir)
+        .map_err(|e| Error::io(format!("creating {}", args.params_dir.display()), e))?;
+    fixtures::use_cache_dir(&args.params_dir)?;
+    let kinds = if args.kinds.is_empty() { ProofKind::ALL.to_vec() } else { args.kinds.clone() };
+    fixtures::write_fixture_jobs(&args.out.join("sectors"), &args.out, &kinds, &args.porep_partitions, args.seed)
+}

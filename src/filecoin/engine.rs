@@ -1,0 +1,506 @@
+//! Proving Filecoin's kinds on the pipeline: circuits built by the compound proofs from the
+//! vanilla proofs, synthesized on the CPU, proven on a [`Prover`] with the kind's priority,
+//! encoded as filecoin-proofs encodes them and checked with filecoin-proofs' own verifier
+//! before they are returned.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::Proof;
+use bellperson::Circuit;
+use blstrs::Bls12;
+use ff::Field;
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{
+    as_safe_commitment, partition_vanilla_proofs, verify_empty_sector_update_proof, verify_seal, verify_window_post,
+    verify_winning_post, ChallengeSeed, Commitment, DefaultPieceDomain, DefaultPieceHasher, EmptySectorUpdateProof,
+    FallbackPoStSectorProof, MerkleTreeTrait, PoRepConfig, PoStConfig, PoStType, ProverId, PublicReplicaInfo,
+    SealCommitOutput, SealCommitPhase1Output, SectorUpdateConfig, SnarkProof, TreeRHasher,
+};
+use rayon::prelude::*;
+use storage_proofs_core::api_version::ApiFeature;
+use storage_proofs_core::compound_proof::{self, CircuitComponent, CompoundProof};
+use storage_proofs_core::parameter_cache::{CacheableParameters, ParameterSetMetadata};
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_core::sector::SectorId;
+use storage_proofs_porep::stacked::{self, StackedCompound};
+use storage_proofs_post::fallback::{self, FallbackPoStCompound, PublicSector};
+use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof};
+
+use super::params::ParamFiles;
+use super::vanilla::{decode_vanilla, VanillaRequest};
+use super::{filecoin_error, porep_config, post_config, sector_size_name, ProofKind};
+use crate::circuit::{SatisfactionCheck, Witness};
+use crate::params::file::{ParamsFile, PointCheck};
+use crate::params::ProvingKey;
+use crate::prover::{ProofRequest, Prover};
+use crate::{with_sector_shape, Error, Result, Scalar};
+
+/// Where a proof's time went, in seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ProofTimings {
+    /// Finding the key: opening and checking the parameter files, decoding the points the
+    /// first time (zero-ish once the key is cached).
+    pub key_load: f64,
+    /// Building every partition's circuit from the vanilla proofs and synthesizing it.
+    pub synthesis: f64,
+    /// Waiting for the pipeline before the first partition was placed on a device.
+    pub queue: f64,
+    /// From the first partition's placement to the last proof (upload, NTT, MSM, assembly).
+    pub gpu: f64,
+    /// filecoin-proofs' verifier on the encoded proof.
+    pub verify: f64,
+    pub total: f64,
+}
+
+/// A proof of one kind, as filecoin-proofs encodes it, with its figures.
+#[derive(Debug, Clone)]
+pub struct ProvenKind {
+    pub kind: ProofKind,
+    /// Exactly the bytes filecoin-proofs' prover returns for the same inputs.
+    pub bytes: Vec<u8>,
+    pub partitions: usize,
+    /// Constraints of one partition's circuit.
+    pub constraints: usize,
+    pub timings: ProofTimings,
+}
+
+/// Proves Filecoin's kinds on a [`Prover`], with parameters from one parameter directory.
+///
+/// filecoin-proofs' verifiers read verifying keys from its parameter cache
+/// (`FIL_PROOFS_PARAMETER_CACHE`, read once per process), and every proof is verified before it
+/// is returned, so the parameter directory must be that cache.
+pub struct FilecoinProver<'p> {
+    prover: &'p Prover,
+    params_dir: PathBuf,
+    point_check: PointCheck,
+    blinding: Option<(Vec<Scalar>, Vec<Scalar>)>,
+}
+
+impl<'p> FilecoinProver<'p> {
+    /// A Filecoin prover over filecoin-proofs' parameter cache directory. Points are not
+    /// checked on open, as filecoin-proofs does not check them (see [`Self::point_check`]).
+    pub fn new(prover: &'p Prover) -> FilecoinProver<'p> {
+        FilecoinProver {
+            prover,
+            params_dir: storage_proofs_core::parameter_cache::parameter_cache_dir(),
+            point_check: PointCheck::Unchecked,
+            blinding: None,
+        }
+    }
+
+    /// A Filecoin prover over `dir`, which must be filecoin-proofs' parameter cache.
+    pub fn with_params_dir(prover: &'p Prover, dir: &Path) -> Result<FilecoinProver<'p>> {
+        let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => a == b,
+        };
+        let settled = storage_proofs_core::parameter_cache::parameter_cache_dir();
+        if !same(dir, &settled) {
+            return Err(Error::Config(format!(
+                "filecoin-proofs' verifiers read their keys from {} in this process, not {}; set \
+                 FIL_PROOFS_PARAMETER_CACHE={} before the process starts",
+                settled.display(),
+                dir.display(),
+                dir.display()
+            )));
+        }
+        Ok(FilecoinProver { params_dir: dir.to_path_buf(), ..FilecoinProver::new(prover) })
+    }
+
+    /// Whether opening a `.params` file checks every point (seconds per GiB on many cores).
+    pub fn point_check(mut self, check: PointCheck) -> Self {
+        self.point_check = check;
+        self
+    }
+
+    /// Blinds partition `i` with `r[i]` and `s[i]` instead of fresh randomness, to reproduce
+    /// another prover's proof byte for byte. Never for production proofs.
+    pub fn fixed_blinding(mut self, r: Vec<Scalar>, s: Vec<Scalar>) -> Self {
+        self.blinding = Some((r, s));
+        self
+    }
+
+    pub fn params_dir(&self) -> &Path {
+        &self.params_dir
+    }
+
+    /// Proves the job a vanilla file holds, whatever its kind and sector size.
+    pub fn prove_job(&self, job: &VanillaRequest) -> Result<ProvenKind> {
+        let api_version = job.api_version()?;
+        with_sector_shape!(job.sector_size(), Tree => match job {
+            VanillaRequest::Porep(p) => {
+                let config = porep_config(p.sector_size, p.porep_id, api_version, p.partitions)?;
+                let c1: SealCommitPhase1Output<Tree> = decode_vanilla("C1 output", &p.phase1_output)?;
+                self.seal_commit_phase2::<Tree>(&config, c1, p.prover_id, SectorId::from(p.sector_id))
+            }
+            VanillaRequest::Snap(u) => {
+                let config = porep_config(u.sector_size, [0; 32], api_version, None)?;
+                let proofs: Vec<PartitionProof<Tree>> = decode_vanilla("SnapDeals partition proofs", &u.vanilla_proofs)?;
+                self.empty_sector_update::<Tree>(&config, proofs, u.comm_r_old, u.comm_r_new, u.comm_d_new)
+            }
+            VanillaRequest::WindowPost(p) | VanillaRequest::WinningPost(p) => {
+                let typ = if job.kind() == ProofKind::WindowPost { PoStType::Window } else { PoStType::Winning };
+                let config = post_config(typ, p.sector_size, api_version)?;
+                let proofs: Vec<FallbackPoStSectorProof<Tree>> = decode_vanilla("PoSt sector proofs", &p.vanilla_proofs)?;
+                self.post::<Tree>(&config, &p.randomness, p.prover_id, proofs)
+            }
+        })
+    }
+
+    /// PoRep commit phase 2 from a C1 output: `filecoin_proofs::seal_commit_phase2`'s inputs and
+    /// proof bytes (interactive PoRep; non-interactive PoRep aggregates and is not supported).
+    pub fn seal_commit_phase2<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        porep_config: &PoRepConfig,
+        phase1_output: SealCommitPhase1Output<Tree>,
+        prover_id: ProverId,
+        sector_id: SectorId,
+    ) -> Result<ProvenKind> {
+        let started = Instant::now();
+        if porep_config.feature_enabled(ApiFeature::NonInteractivePoRep) {
+            return Err(Error::Filecoin("non-interactive PoRep aggregates its proofs; snarkpipe proves interactive PoRep only".into()));
+        }
+        let SealCommitPhase1Output { vanilla_proofs, comm_d, comm_r, replica_id, seed, ticket } = phase1_output;
+        refuse(comm_d == [0; 32], "the C1 output's comm_d is all zeros")?;
+        refuse(comm_r == [0; 32], "the C1 output's comm_r is all zeros")?;
+        refuse(seed == [0; 32], "the C1 output's seed is all zeros")?;
+        refuse(vanilla_proofs.is_empty() || vanilla_proofs.iter().any(|p| p.is_empty()), "the C1 output holds no vanilla proofs")?;
+        let partitions = usize::from(porep_config.partitions);
+        refuse(
+            vanilla_proofs.len() != partitions,
+            &format!("the C1 output has {} partitions, the PoRep configuration {partitions}", vanilla_proofs.len()),
+        )?;
+        let public_inputs = stacked::PublicInputs {
+            replica_id,
+            tau: Some(stacked::Tau {
+                comm_d: as_safe_commitment::<DefaultPieceDomain, _>(&comm_d, "comm_d").map_err(|e| filecoin_error("C1 output", e))?,
+                comm_r: as_safe_commitment(&comm_r, "comm_r").map_err(|e| filecoin_error("C1 output", e))?,
+            }),
+            k: None,
+            seed: Some(seed),
+        };
+        let setup = compound_proof::SetupParams {
+            vanilla_params: filecoin_proofs::parameters::setup_params(porep_config).map_err(|e| filecoin_error("PoRep setup", e))?,
+            partitions: Some(partitions),
+            priority: false,
+        };
+        let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::setup(&setup)
+            .map_err(|e| filecoin_error("PoRep public parameters", e))?;
+        let sector_size = u64::from(porep_config.sector_size);
+        let files = self.files("PoRep", sector_size, cache_id::<StackedCompound<Tree, DefaultPieceHasher>, stacked::StackedCircuit<Tree, DefaultPieceHasher>, _>(&public_params.vanilla_params))?;
+        let proven = self.prove_compound::<_, _, StackedCompound<Tree, DefaultPieceHasher>>(
+            ProofKind::Porep,
+            &files,
+            &public_inputs,
+            vanilla_proofs,
+            &public_params.vanilla_params,
+        )?;
+        self.verified(proven, started, |bytes| {
+            verify_seal::<Tree>(porep_config, comm_r, comm_d, prover_id, sector_id, ticket, seed, bytes)
+        })
+    }
+
+    /// Window or Winning PoSt from the challenged sectors' vanilla proofs:
+    /// `generate_{window,winning}_post_with_vanilla`'s inputs and proof bytes.
+    pub fn post<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        post_config: &PoStConfig,
+        randomness: &ChallengeSeed,
+        prover_id: ProverId,
+        vanilla_proofs: Vec<FallbackPoStSectorProof<Tree>>,
+    ) -> Result<ProvenKind> {
+        let started = Instant::now();
+        let kind = match post_config.typ {
+            PoStType::Window => ProofKind::WindowPost,
+            PoStType::Winning => ProofKind::WinningPost,
+        };
+        refuse(vanilla_proofs.is_empty(), "there are no sector proofs to prove")?;
+        let randomness_safe: <Tree::Hasher as Hasher>::Domain =
+            as_safe_commitment(randomness, "randomness").map_err(|e| filecoin_error("PoSt inputs", e))?;
+        let prover_id_safe: <Tree::Hasher as Hasher>::Domain =
+            as_safe_commitment(&prover_id, "prover_id").map_err(|e| filecoin_error("PoSt inputs", e))?;
+        let (vanilla_params, partitions) = match post_config.typ {
+            PoStType::Window => {
+                // As filecoin-proofs: one partition per `sector_count` sectors, `None` for one.
+                let needed = vanilla_proofs.len().div_ceil(post_config.sector_count.max(1));
+                (filecoin_proofs::parameters::window_post_setup_params(post_config), (needed > 1).then_some(needed))
+            }
+            PoStType::Winning => {
+                refuse(
+                    vanilla_proofs.len() != post_config.sector_count,
+                    &format!("Winning PoSt proves {} sectors, not {}", post_config.sector_count, vanilla_proofs.len()),
+                )?;
+                let params = filecoin_proofs::parameters::winning_post_setup_params(post_config)
+                    .map_err(|e| filecoin_error("Winning PoSt setup", e))?;
+                (params, None)
+            }
+        };
+        let setup = compound_proof::SetupParams { vanilla_params, partitions, priority: post_config.priority };
+        let public_params = <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::setup(&setup)
+            .map_err(|e| filecoin_error("PoSt public parameters", e))?;
+        let sectors: Vec<_> = vanilla_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
+        let public_inputs =
+            fallback::PublicInputs { randomness: randomness_safe, prover_id: prover_id_safe, sectors, k: None };
+        let partitioned = partition_vanilla_proofs(
+            post_config,
+            &public_params.vanilla_params,
+            &public_inputs,
+            partitions.unwrap_or(1),
+            &vanilla_proofs,
+        )
+        .map_err(|e| filecoin_error("the PoSt vanilla proofs", e))?;
+        let sector_size = u64::from(post_config.sector_size);
+        let what = if kind == ProofKind::WindowPost { "Window PoSt" } else { "Winning PoSt" };
+        let files = self.files(what, sector_size, cache_id::<FallbackPoStCompound<Tree>, fallback::FallbackPoStCircuit<Tree>, _>(&public_params.vanilla_params))?;
+        let proven = self.prove_compound::<_, _, FallbackPoStCompound<Tree>>(
+            kind,
+            &files,
+            &public_inputs,
+            partitioned,
+            &public_params.vanilla_params,
+        )?;
+        let replicas = vanilla_proofs
+            .iter()
+            .map(|p| Ok((p.sector_id, PublicReplicaInfo::new(commitment(&p.comm_r))?)))
+            .collect::<anyhow::Result<Vec<_>>>()
+            .map_err(|e| filecoin_error("the PoSt sectors", e))?;
+        self.verified(proven, started, |bytes| match post_config.typ {
+            PoStType::Window => {
+                let replicas: BTreeMap<_, _> = replicas.iter().cloned().collect();
+                verify_window_post::<Tree>(post_config, randomness, &replicas, prover_id, bytes)
+            }
+            PoStType::Winning => verify_winning_post::<Tree>(post_config, randomness, &replicas, prover_id, bytes),
+        })
+    }
+
+    /// SnapDeals from the update's partition proofs:
+    /// `generate_empty_sector_update_proof_with_vanilla`'s inputs and proof bytes.
+    pub fn empty_sector_update<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+        &self,
+        porep_config: &PoRepConfig,
+        vanilla_proofs: Vec<PartitionProof<Tree>>,
+        comm_r_old: Commitment,
+        comm_r_new: Commitment,
+        comm_d_new: Commitment,
+    ) -> Result<ProvenKind> {
+        let started = Instant::now();
+        let config = SectorUpdateConfig::from_porep_config(porep_config);
+        let partitions = usize::from(config.update_partitions);
+        refuse(
+            vanilla_proofs.len() != partitions,
+            &format!("a {} update has {partitions} partitions, the vanilla proofs {}", sector_size_name(u64::from(config.sector_size)), vanilla_proofs.len()),
+        )?;
+        let domain = |c: &Commitment, name: &str| {
+            <TreeRHasher as Hasher>::Domain::try_from_bytes(c).map_err(|e| filecoin_error(&format!("the update's {name}"), e))
+        };
+        let public_inputs = storage_proofs_update::PublicInputs {
+            k: partitions,
+            comm_r_old: domain(&comm_r_old, "comm_r_old")?,
+            comm_d_new: as_safe_commitment::<DefaultPieceDomain, _>(&comm_d_new, "comm_d_new")
+                .map_err(|e| filecoin_error("the update's comm_d_new", e))?,
+            comm_r_new: domain(&comm_r_new, "comm_r_new")?,
+            h: config.h,
+        };
+        let setup = compound_proof::SetupParams {
+            vanilla_params: storage_proofs_update::SetupParams { sector_bytes: u64::from(config.sector_size) },
+            partitions: Some(partitions),
+            priority: false,
+        };
+        let public_params = <EmptySectorUpdateCompound<Tree> as CompoundProof<_, EmptySectorUpdateCircuit<Tree>>>::setup(&setup)
+            .map_err(|e| filecoin_error("SnapDeals public parameters", e))?;
+        let sector_size = u64::from(config.sector_size);
+        let files = self.files("SnapDeals", sector_size, cache_id::<EmptySectorUpdateCompound<Tree>, EmptySectorUpdateCircuit<Tree>, _>(&public_params.vanilla_params))?;
+        let proven = self.prove_compound::<_, _, EmptySectorUpdateCompound<Tree>>(
+            ProofKind::Snap,
+            &files,
+            &public_inputs,
+            vanilla_proofs,
+            &public_params.vanilla_params,
+        )?;
+        self.verified(proven, started, |bytes| {
+            verify_empty_sector_update_proof::<Tree>(porep_config, bytes, comm_r_old, comm_r_new, comm_d_new)
+        })
+    }
+
+    fn files(&self, what: &str, sector_size: u64, cache_id: String) -> Result<ParamFiles> {
+        let files = ParamFiles::new(format!("{what} {}", sector_size_name(sector_size)), &self.params_dir, &cache_id, sector_size);
+        files.require_params()?;
+        Ok(files)
+    }
+
+    /// The key of `files`, from the prover's key cache once it has been read.
+    fn key(&self, files: &ParamFiles) -> Result<Arc<ProvingKey>> {
+        let file = ParamsFile::open(&files.params, self.point_check)?;
+        files.check(&file)?;
+        file.proving_key()
+    }
+
+    /// Every partition's circuit, as `CompoundProof::circuit_proofs` builds them, proven on the
+    /// pipeline with the kind's priority.
+    fn prove_compound<'a, S, C, P>(
+        &self,
+        kind: ProofKind,
+        files: &ParamFiles,
+        public_inputs: &S::PublicInputs,
+        vanilla_proofs: Vec<S::Proof>,
+        public_params: &S::PublicParams,
+    ) -> Result<ProvenKind>
+    where
+        S: ProofScheme<'a>,
+        S::Proof: Sync + Send,
+        S::PublicParams: ParameterSetMetadata + Sync + Send,
+        S::PublicInputs: Clone + Sync,
+        C: Circuit<Scalar> + CircuitComponent + Send,
+        P: CompoundProof<'a, S, C>,
+    {
+        let mut timings = ProofTimings::default();
+        let loading = Instant::now();
+        let key = self.key(files)?;
+        timings.key_load = loading.elapsed().as_secs_f64();
+
+        let synthesizing = Instant::now();
+        let witnesses = vanilla_proofs
+            .par_iter()
+            .enumerate()
+            .map(|(k, vanilla)| {
+                let circuit = P::circuit(public_inputs, C::ComponentPrivateInputs::default(), vanilla, public_params, Some(k))
+                    .map_err(|e| filecoin_error(&format!("building partition {k}'s circuit"), e))?;
+                Witness::synthesize(circuit, SatisfactionCheck::Off).map(Arc::new)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        timings.synthesis = synthesizing.elapsed().as_secs_f64();
+        let partitions = witnesses.len();
+        let constraints = witnesses.first().map_or(0, |w| w.shape().num_constraints);
+
+        let (r, s) = match &self.blinding {
+            Some((r, s)) => (r.clone(), s.clone()),
+            None => {
+                let mut rng = rand::rngs::OsRng;
+                let r = (0..partitions).map(|_| Scalar::random(&mut rng)).collect();
+                let s = (0..partitions).map(|_| Scalar::random(&mut rng)).collect();
+                (r, s)
+            }
+        };
+        let request = ProofRequest { key, partitions: witnesses, r, s, priority: kind.priority(), devices: None };
+        let proving = Instant::now();
+        let handle = self.prover.submit(request)?;
+        let proofs = handle.wait()?;
+        let proving = proving.elapsed();
+        let queue = handle.queued_for().unwrap_or(Duration::ZERO).min(proving);
+        timings.queue = queue.as_secs_f64();
+        timings.gpu = (proving - queue).as_secs_f64();
+        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints, timings })
+    }
+
+    /// Runs filecoin-proofs' verifier on the proof; a rejected proof is an error, never returned.
+    fn verified(
+        &self,
+        mut proven: ProvenKind,
+        started: Instant,
+        verify: impl FnOnce(&[u8]) -> anyhow::Result<bool>,
+    ) -> Result<ProvenKind> {
+        let verifying = Instant::now();
+        let accepted = verify(&proven.bytes).map_err(|e| filecoin_error("verifying the proof", e))?;
+        proven.timings.verify = verifying.elapsed().as_secs_f64();
+        proven.timings.total = started.elapsed().as_secs_f64();
+        if accepted {
+            Ok(proven)
+        } else {
+            Err(Error::ProofRejected { kind: proven.kind.name() })
+        }
+    }
+}
+
+/// filecoin-proofs' identifier of a compound proof's circuit, which names its parameter files.
+fn cache_id<P, C, PP>(public_params: &PP) -> String
+where
+    P: CacheableParameters<C, PP>,
+    C: Circuit<Scalar>,
+    PP: ParameterSetMetadata,
+{
+    P::cache_identifier(public_params)
+}
+
+fn refuse(bad: bool, why: &str) -> Result<()> {
+    if bad {
+        Err(Error::Filecoin(why.to_string()))
+    } else {
+        Ok(())
+    }
+}
+
+/// A domain element's 32 bytes as a commitment.
+fn commitment(domain: &impl AsRef<[u8]>) -> Commitment {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(domain.as_ref());
+    out
+}
+
+/// Proofs back to back in bellperson's encoding: what filecoin-proofs' `MultiProof::write` and
+/// `proofs_to_bytes` both produce.
+pub fn proofs_to_bytes(proofs: &[Proof<Bls12>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(proofs.len() * filecoin_proofs::SINGLE_PARTITION_PROOF_LEN);
+    for proof in proofs {
+        proof.write(&mut out).expect("writing to a Vec cannot fail");
+    }
+    out
+}
+
+/// `filecoin_proofs::seal_commit_phase2` on snarkpipe's shared prover, with parameters from
+/// filecoin-proofs' parameter cache.
+pub fn seal_commit_phase2<Tree: 'static + MerkleTreeTrait>(
+    porep_config: &PoRepConfig,
+    phase1_output: SealCommitPhase1Output<Tree>,
+    prover_id: ProverId,
+    sector_id: SectorId,
+) -> Result<SealCommitOutput> {
+    let prover = crate::compat::default_prover()?;
+    let proven = FilecoinProver::new(prover).seal_commit_phase2(porep_config, phase1_output, prover_id, sector_id)?;
+    Ok(SealCommitOutput { proof: proven.bytes })
+}
+
+/// `filecoin_proofs::generate_window_post_with_vanilla` on snarkpipe's shared prover.
+pub fn generate_window_post_with_vanilla<Tree: 'static + MerkleTreeTrait>(
+    post_config: &PoStConfig,
+    randomness: &ChallengeSeed,
+    prover_id: ProverId,
+    vanilla_proofs: Vec<FallbackPoStSectorProof<Tree>>,
+) -> Result<SnarkProof> {
+    if post_config.typ != PoStType::Window {
+        return Err(Error::Filecoin("generate_window_post_with_vanilla needs a Window PoSt configuration".into()));
+    }
+    let prover = crate::compat::default_prover()?;
+    Ok(FilecoinProver::new(prover).post(post_config, randomness, prover_id, vanilla_proofs)?.bytes)
+}
+
+/// `filecoin_proofs::generate_winning_post_with_vanilla` on snarkpipe's shared prover.
+pub fn generate_winning_post_with_vanilla<Tree: 'static + MerkleTreeTrait>(
+    post_config: &PoStConfig,
+    randomness: &ChallengeSeed,
+    prover_id: ProverId,
+    vanilla_proofs: Vec<FallbackPoStSectorProof<Tree>>,
+) -> Result<SnarkProof> {
+    if post_config.typ != PoStType::Winning {
+        return Err(Error::Filecoin("generate_winning_post_with_vanilla needs a Winning PoSt configuration".into()));
+    }
+    let prover = crate::compat::default_prover()?;
+    Ok(FilecoinProver::new(prover).post(post_config, randomness, prover_id, vanilla_proofs)?.bytes)
+}
+
+/// `filecoin_proofs::generate_empty_sector_update_proof_with_vanilla` on snarkpipe's shared
+/// prover.
+pub fn generate_empty_sector_update_proof_with_vanilla<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    porep_config: &PoRepConfig,
+    vanilla_proofs: Vec<PartitionProof<Tree>>,
+    comm_r_old: Commitment,
+    comm_r_new: Commitment,
+    comm_d_new: Commitment,
+) -> Result<EmptySectorUpdateProof> {
+    let prover = crate::compat::default_prover()?;
+    let proven =
+        FilecoinProver::new(prover).empty_sector_update(porep_config, vanilla_proofs, comm_r_old, comm_r_new, comm_d_new)?;
+    Ok(EmptySectorUpdateProof(proven.bytes))
+}

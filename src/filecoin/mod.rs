@@ -1,0 +1,197 @@
+//! Filecoin's four proof kinds, proven on snarkpipe's pipeline from the vanilla proofs a node
+//! already has: PoRep (a C1 output), SnapDeals (an empty-sector update), Window PoSt and
+//! Winning PoSt.
+//!
+//! The circuits, vanilla-proof types, parameter names and verifiers are filecoin-proofs' and
+//! storage-proofs' own: this module builds each partition's circuit with the compound proof's
+//! `circuit` (as `CompoundProof::circuit_proofs` does), proves the circuits on a [`Prover`]
+//! instead of bellperson's `create_random_proof_batch`, and encodes the proofs exactly as
+//! filecoin-proofs does, so its verifiers accept the bytes.
+//!
+//! Parameters are read from the node's parameter directory by their filecoin-proofs cache
+//! names, memory-mapped, and kept resident in the prover's key cache across proofs.
+//!
+//! [`Prover`]: crate::prover::Prover
+
+pub mod cli;
+pub mod engine;
+pub mod fixtures;
+pub mod params;
+pub mod vanilla;
+
+use std::fmt;
+
+use storage_proofs_core::api_version::ApiVersion;
+use filecoin_proofs::{PoRepConfig, PoStConfig, PoStType, SectorSize};
+
+use crate::prover::Priority;
+use crate::{Error, Result};
+
+pub use engine::{
+    generate_empty_sector_update_proof_with_vanilla, generate_window_post_with_vanilla,
+    generate_winning_post_with_vanilla, seal_commit_phase2, FilecoinProver, ProofTimings, ProvenKind,
+};
+pub use vanilla::VanillaRequest;
+
+/// The proof kinds a storage provider proves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProofKind {
+    /// Proof of replication: the SNARK of a sealed sector (commit phase 2).
+    Porep,
+    /// SnapDeals: the proof that an empty sector was updated with data.
+    Snap,
+    /// Window PoSt: the proof of a deadline's sectors, due within its window.
+    WindowPost,
+    /// Winning PoSt: the proof that wins a block, due within the epoch.
+    WinningPost,
+}
+
+impl ProofKind {
+    pub const ALL: [ProofKind; 4] = [ProofKind::Porep, ProofKind::Snap, ProofKind::WindowPost, ProofKind::WinningPost];
+
+    /// How urgently the kind's partitions are scheduled: a late Winning PoSt loses a block, a
+    /// late Window PoSt a fault penalty; sealing and updates can wait behind them.
+    pub fn priority(self) -> Priority {
+        match self {
+            ProofKind::WinningPost => Priority::Critical,
+            ProofKind::WindowPost => Priority::High,
+            ProofKind::Porep | ProofKind::Snap => Priority::Normal,
+        }
+    }
+
+    /// The name the CLI and the vanilla files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProofKind::Porep => "porep",
+            ProofKind::Snap => "snap",
+            ProofKind::WindowPost => "window-post",
+            ProofKind::WinningPost => "winning-post",
+        }
+    }
+}
+
+impl fmt::Display for ProofKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The sector sizes filecoin-proofs publishes parameters for. Each has its own merkle-tree
+/// shape, the type parameter of every vanilla proof.
+pub const SECTOR_SIZES: [u64; 5] = [
+    filecoin_proofs::SECTOR_SIZE_2_KIB,
+    filecoin_proofs::SECTOR_SIZE_8_MIB,
+    filecoin_proofs::SECTOR_SIZE_512_MIB,
+    filecoin_proofs::SECTOR_SIZE_32_GIB,
+    filecoin_proofs::SECTOR_SIZE_64_GIB,
+];
+
+/// A sector size in words (`2 KiB`, `32 GiB`), for messages.
+pub fn sector_size_name(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes;
+    let mut unit = 0;
+    while value >= 1024 && value % 1024 == 0 && unit + 1 < UNITS.len() {
+        value /= 1024;
+        unit += 1;
+    }
+    format!("{value} {}", UNITS[unit])
+}
+
+/// Fails unless filecoin-proofs publishes parameters for `bytes`.
+pub fn check_sector_size(bytes: u64) -> Result<()> {
+    if SECTOR_SIZES.contains(&bytes) {
+        Ok(())
+    } else {
+        Err(Error::Filecoin(format!(
+            "sector size {bytes} ({}) is not one filecoin-proofs publishes parameters for; use one of {}",
+            sector_size_name(bytes),
+            SECTOR_SIZES.iter().map(|s| sector_size_name(*s)).collect::<Vec<_>>().join(", ")
+        )))
+    }
+}
+
+/// Runs `$body` with `$tree` bound to the merkle-tree shape of sector size `$size` (a `u64`),
+/// or evaluates to an error for a size filecoin-proofs does not publish.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_sector_shape {
+    ($size:expr, $tree:ident => $body:expr) => {{
+        match $size {
+            filecoin_proofs::SECTOR_SIZE_2_KIB => {
+                type $tree = filecoin_proofs::SectorShape2KiB;
+                $body
+            }
+            filecoin_proofs::SECTOR_SIZE_8_MIB => {
+                type $tree = filecoin_proofs::SectorShape8MiB;
+                $body
+            }
+            filecoin_proofs::SECTOR_SIZE_512_MIB => {
+                type $tree = filecoin_proofs::SectorShape512MiB;
+                $body
+            }
+            filecoin_proofs::SECTOR_SIZE_32_GIB => {
+                type $tree = filecoin_proofs::SectorShape32GiB;
+                $body
+            }
+            filecoin_proofs::SECTOR_SIZE_64_GIB => {
+                type $tree = filecoin_proofs::SectorShape64GiB;
+                $body
+            }
+            other => Err($crate::filecoin::check_sector_size(other).unwrap_err()),
+        }
+    }};
+}
+
+/// Parses an API version as filecoin-proofs writes it (`1.2.0`).
+pub fn parse_api_version(text: &str) -> Result<ApiVersion> {
+    text.parse::<ApiVersion>().map_err(|e| {
+        Error::Filecoin(format!("API version {text:?} is not one filecoin-proofs 19.1 knows (1.0.0, 1.1.0, 1.2.0): {e}"))
+    })
+}
+
+/// The PoRep configuration a node seals with: filecoin-proofs' own for the size, with
+/// `partitions` overriding the published partition count when given (small test sectors).
+pub fn porep_config(sector_size: u64, porep_id: [u8; 32], api_version: ApiVersion, partitions: Option<u8>) -> Result<PoRepConfig> {
+    check_sector_size(sector_size)?;
+    let mut config = PoRepConfig::new_groth16(sector_size, porep_id, api_version);
+    if let Some(partitions) = partitions {
+        if partitions == 0 {
+            return Err(Error::Filecoin("a PoRep needs at least one partition".into()));
+        }
+        config.partitions = filecoin_proofs::PoRepProofPartitions(partitions);
+    }
+    Ok(config)
+}
+
+/// The PoSt configuration of `typ` for a sector size, with filecoin-proofs' published
+/// challenge and sector counts.
+pub fn post_config(typ: PoStType, sector_size: u64, api_version: ApiVersion) -> Result<PoStConfig> {
+    check_sector_size(sector_size)?;
+    let (challenge_count, sector_count) = match typ {
+        PoStType::Winning => (filecoin_proofs::WINNING_POST_CHALLENGE_COUNT, filecoin_proofs::WINNING_POST_SECTOR_COUNT),
+        PoStType::Window => {
+            let counts = filecoin_proofs::WINDOW_POST_SECTOR_COUNT
+                .read()
+                .map_err(|_| Error::Filecoin("filecoin-proofs' window PoSt sector counts are poisoned".into()))?;
+            let count = counts.get(&sector_size).copied().ok_or_else(|| {
+                Error::Filecoin(format!("filecoin-proofs has no window PoSt sector count for {}", sector_size_name(sector_size)))
+            })?;
+            (filecoin_proofs::WINDOW_POST_CHALLENGE_COUNT, count)
+        }
+    };
+    Ok(PoStConfig {
+        sector_size: SectorSize(sector_size),
+        challenge_count,
+        sector_count,
+        priority: matches!(typ, PoStType::Window),
+        typ,
+        api_version,
+    })
+}
+
+/// Turns filecoin-proofs' `anyhow` errors into snarkpipe's, keeping the whole chain.
+pub(crate) fn filecoin_error(context: &str, err: anyhow::Error) -> Error {
+    Error::Filecoin(format!("{context}: {err:#}"))
+}
