@@ -39,8 +39,13 @@ pub type Tree2KiB = SectorShape2KiB;
 /// tests use; any such id gives the same circuit.
 pub const POREP_ID: [u8; 32] = [129; 32];
 
-/// The API version of every fixture.
+/// The API version of the PoRep and SnapDeals fixtures.
 pub const API_VERSION: ApiVersion = ApiVersion::V1_2_0;
+
+/// The API version of the PoSt fixtures. Under 1.2.0 filecoin-proofs 19.1 derives Winning PoSt
+/// challenges differently when it proves (one sector, 66 challenges) and when it verifies (66
+/// sectors of one challenge), so its own tests prove PoSt at 1.0.0 and 1.1.0; so do these.
+pub const POST_API_VERSION: ApiVersion = ApiVersion::V1_1_0;
 
 /// Points filecoin-proofs' parameter cache at `dir` and its graph-parent cache at
 /// `dir/parents` (sealing needs it), before any other filecoin-proofs call of the process.
@@ -66,7 +71,7 @@ pub fn porep_config_2kib(partitions: u8) -> Result<PoRepConfig> {
 
 /// A 2 KiB PoSt configuration.
 pub fn post_config_2kib(typ: PoStType) -> Result<PoStConfig> {
-    post_config(typ, SECTOR_SIZE_2_KIB, API_VERSION)
+    post_config(typ, SECTOR_SIZE_2_KIB, POST_API_VERSION)
 }
 
 /// Generates the PoRep parameters of `config` into the parameter cache unless they are there,
@@ -325,6 +330,7 @@ pub fn write_fixture_jobs(
             let sector = seal_sector(&sector_dir(&format!("porep-{partitions}"))?, &config, seed ^ u64::from(partitions))?;
             let seconds = ensure_porep_params(&config)?;
             let job = VanillaRequest::Porep(PorepVanilla {
+                kind: ProofKind::Porep,
                 sector_size: SECTOR_SIZE_2_KIB,
                 api_version: api_version.clone(),
                 porep_id: POREP_ID,
@@ -348,6 +354,7 @@ pub fn write_fixture_jobs(
                 let update = update_sector(&sector, &sector_dir("update")?, seed + 1)?;
                 let seconds = ensure_snap_params(&sector.porep_config)?;
                 let job = VanillaRequest::Snap(SnapVanilla {
+                    kind,
                     sector_size: SECTOR_SIZE_2_KIB,
                     api_version: api_version.clone(),
                     comm_r_old: update.comm_r_old,
@@ -362,8 +369,9 @@ pub fn write_fixture_jobs(
                 let post = post_vanilla(&sector, typ.clone(), seed + 2)?;
                 let seconds = ensure_post_params(&post_config_2kib(typ)?)?;
                 let job = PostJob {
+                    kind,
                     sector_size: SECTOR_SIZE_2_KIB,
-                    api_version: api_version.clone(),
+                    api_version: POST_API_VERSION.to_string(),
                     randomness: post.randomness,
                     prover_id: sector.prover_id,
                     vanilla_proofs: encode_vanilla(&post.vanilla_proofs)?,

@@ -25,9 +25,10 @@ use serde_json::value::RawValue;
 use super::{check_sector_size, parse_api_version, ProofKind};
 use crate::{Error, Result};
 
-/// One proof job, as the vanilla file holds it.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+/// One proof job, as the vanilla file holds it. Each variant's struct carries its `kind`, which
+/// is read first and selects the struct the rest of the file is read as (serde's tagged enums
+/// cannot hold raw JSON).
+#[derive(Debug)]
 pub enum VanillaRequest {
     Porep(PorepVanilla),
     Snap(SnapVanilla),
@@ -39,6 +40,7 @@ pub enum VanillaRequest {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PorepVanilla {
+    pub kind: ProofKind,
     pub sector_size: u64,
     pub api_version: String,
     pub porep_id: [u8; 32],
@@ -55,6 +57,7 @@ pub struct PorepVanilla {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapVanilla {
+    pub kind: ProofKind,
     pub sector_size: u64,
     pub api_version: String,
     pub comm_r_old: Commitment,
@@ -68,6 +71,7 @@ pub struct SnapVanilla {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PostVanilla {
+    pub kind: ProofKind,
     pub sector_size: u64,
     pub api_version: String,
     pub randomness: [u8; 32],
@@ -86,7 +90,18 @@ impl VanillaRequest {
 
     /// Parses a vanilla file's text; the error says what is wrong, without the path.
     pub fn parse(text: &str) -> std::result::Result<VanillaRequest, String> {
-        let request: VanillaRequest = serde_json::from_str(text).map_err(|e| describe_json_error(&e))?;
+        #[derive(Deserialize)]
+        struct Kind {
+            kind: ProofKind,
+        }
+        let read = |e: serde_json::Error| describe_json_error(&e);
+        let Kind { kind } = serde_json::from_str(text).map_err(read)?;
+        let request = match kind {
+            ProofKind::Porep => VanillaRequest::Porep(serde_json::from_str(text).map_err(read)?),
+            ProofKind::Snap => VanillaRequest::Snap(serde_json::from_str(text).map_err(read)?),
+            ProofKind::WindowPost => VanillaRequest::WindowPost(serde_json::from_str(text).map_err(read)?),
+            ProofKind::WinningPost => VanillaRequest::WinningPost(serde_json::from_str(text).map_err(read)?),
+        };
         check_sector_size(request.sector_size()).map_err(|e| e.to_string())?;
         request.api_version().map_err(|e| e.to_string())?;
         Ok(request)
@@ -94,7 +109,12 @@ impl VanillaRequest {
 
     /// Writes the request as JSON (what [`VanillaRequest::read`] reads back).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string(self).map_err(|e| vanilla_error(path, format!("cannot encode it: {e}")))?;
+        let text = match self {
+            VanillaRequest::Porep(p) => serde_json::to_string(p),
+            VanillaRequest::Snap(s) => serde_json::to_string(s),
+            VanillaRequest::WindowPost(p) | VanillaRequest::WinningPost(p) => serde_json::to_string(p),
+        }
+        .map_err(|e| vanilla_error(path, format!("cannot encode it: {e}")))?;
         std::fs::write(path, text).map_err(|e| vanilla_error(path, format!("cannot write it: {e}")))
     }
 
