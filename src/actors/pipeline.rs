@@ -313,17 +313,7 @@ impl DevicePipeline {
     /// lease owns its vector, so the key's memory stays allocated while it is page-locked,
     /// whoever else lets go of the key.
     pub fn pin_key_ranges(&self, key: &ProvingKey) -> Result<Vec<PinLease>> {
-        let registry = self.pool.registry();
-        let mut leases = Vec::with_capacity(5);
-        for g1 in [&key.h, &key.l, &key.a, &key.b_g1] {
-            if !g1.is_empty() {
-                leases.push(registry.pin_owned(g1.clone())?);
-            }
-        }
-        if !key.b_g2.is_empty() {
-            leases.push(registry.pin_owned(key.b_g2.clone())?);
-        }
-        Ok(leases)
+        pin_key_vectors(self.pool.registry(), key)
     }
 
     /// Makes `key` resident now and waits for its upload (an explicit preload).
@@ -402,6 +392,21 @@ impl DevicePipeline {
             .sum();
         self.pool.registry().pinned_bytes().saturating_sub(self.pool.idle_bytes() + key_pins)
     }
+}
+
+/// Leases on `key`'s five host vectors through `registry` (see
+/// [`DevicePipeline::pin_key_ranges`]); each lease owns its vector.
+pub fn pin_key_vectors(registry: &Arc<PinnedRegistry>, key: &ProvingKey) -> Result<Vec<PinLease>> {
+    let mut leases = Vec::with_capacity(5);
+    for g1 in [&key.h, &key.l, &key.a, &key.b_g1] {
+        if !g1.is_empty() {
+            leases.push(registry.pin_owned(g1.clone())?);
+        }
+    }
+    if !key.b_g2.is_empty() {
+        leases.push(registry.pin_owned(key.b_g2.clone())?);
+    }
+    Ok(leases)
 }
 
 impl Drop for DevicePipeline {

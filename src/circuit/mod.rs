@@ -108,7 +108,7 @@ impl Density {
 }
 
 /// The sizes a witness has, and so the sizes the parameters must have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct WitnessShape {
     /// Constraints, including bellperson's one `input * 0 = 0` constraint per input.
     pub num_constraints: usize,

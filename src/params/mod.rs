@@ -17,6 +17,7 @@ use crate::circuit::WitnessShape;
 use crate::math::Domain;
 use crate::{Error, Result};
 
+pub mod cache;
 pub mod file;
 
 /// Bytes of one G1 affine point on a device (two 48-byte coordinates).
@@ -131,6 +132,13 @@ impl ProvingKey {
     pub fn device_bytes(&self) -> u64 {
         let g1_points = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();
         g1_points as u64 * G1_AFFINE_BYTES + self.b_g2.len() as u64 * G2_AFFINE_BYTES
+    }
+
+    /// The bytes the query vectors occupy in host memory.
+    pub fn host_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let g1_points = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();
+        (g1_points * size_of::<G1Affine>() + self.b_g2.len() * size_of::<G2Affine>()) as u64
     }
 
     /// The verifying key prepared for pairing checks.

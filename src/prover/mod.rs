@@ -4,25 +4,30 @@
 pub mod request;
 pub mod scheduler;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use blstrs::Scalar;
+use bellperson::groth16::ParameterSource;
+use blstrs::{Bls12, Scalar};
 use crossbeam_channel::{unbounded, Sender};
 use parking_lot::Mutex;
 
 pub use crate::actors::StagingMode;
 pub use request::{Priority, ProofHandle, RequestStatus};
 
+use crate::actors::pipeline::pin_key_vectors;
 use crate::actors::{ActorSystem, BudgetReport, DevicePipeline};
 use crate::backend::cpu::CpuDevice;
 use crate::backend::faults::{FaultInjector, FaultyDevice};
 use crate::backend::{BackendKind, Device};
-use crate::circuit::Witness;
+use crate::circuit::{Witness, WitnessShape};
 use crate::error::{Error, Result};
-use crate::memory::HostPinTable;
+use crate::memory::{HostPinTable, PinnedRegistry};
+use crate::params::cache::{FileStamp, Inserted, KeyCache, KeyCacheStatus, KeyIdentity};
+use crate::params::file::{ParamsFile, PointCheck};
 use crate::params::ProvingKey;
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
@@ -82,6 +87,9 @@ pub struct ProverConfig {
     pub workers_by_device: std::collections::BTreeMap<usize, usize>,
     /// How partitions' large host vectors are page-locked for their upload.
     pub staging: StagingMode,
+    /// Host bytes of proving keys the key cache holds (`Prover::key_for_source`, every compat
+    /// call) before it evicts the least recently used; the most recent key always stays.
+    pub key_cache_host_bytes: u64,
 }
 
 impl Default for ProverConfig {
@@ -100,6 +108,7 @@ impl Default for ProverConfig {
             retries: 2,
             workers_by_device: Default::default(),
             staging: StagingMode::default(),
+            key_cache_host_bytes: 128 << 30,
         }
     }
 }
@@ -174,6 +183,11 @@ fn check_witness_lengths(w: &Witness) -> Result<()> {
     Ok(())
 }
 
+/// The stamp of the parameter file at `path`, for its key's identity.
+fn file_stamp(path: &std::path::Path) -> Result<FileStamp> {
+    FileStamp::of(path).map_err(|e| Error::io(format!("reading the stamp of parameter file {}", path.display()), e))
+}
+
 /// How [`Prover::shutdown`] treats work in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
@@ -199,6 +213,14 @@ pub struct Prover {
     limiter: InFlightLimiter,
     /// The page-locked host ranges of every device's pipeline.
     host_pins: Arc<HostPinTable>,
+    /// One proving key per parameter set, by identity, held (and page-locked) across calls.
+    key_cache: Mutex<KeyCache>,
+    /// Identities whose key is being built now: a second caller for the same parameters waits
+    /// for the first build instead of reading them again beside it; other keys build at once.
+    key_builds: Mutex<HashMap<KeyIdentity, Arc<Mutex<()>>>>,
+    /// Page-locks cached keys' host vectors, through the first device over the shared table
+    /// (a registry of its own, so the pipelines' leak checks do not count the cache's leases).
+    key_pins: Arc<PinnedRegistry>,
     config: ProverConfig,
     /// The budgets as they stood when the actors stopped.
     final_budgets: Mutex<Option<Vec<BudgetReport>>>,
@@ -241,6 +263,7 @@ impl Prover {
         let (submit, incoming) = unbounded();
         let stopping = Arc::new(AtomicBool::new(false));
         let limiter = InFlightLimiter::new(config.in_flight * pipelines.len());
+        let key_pins = PinnedRegistry::sharing(pipelines[0].device.clone(), host_pins.clone());
         let scheduler = Scheduler {
             incoming,
             pipelines: pipelines.clone(),
@@ -267,6 +290,9 @@ impl Prover {
             faults,
             limiter,
             host_pins,
+            key_cache: Mutex::new(KeyCache::new(config.key_cache_host_bytes)),
+            key_builds: Mutex::new(HashMap::new()),
+            key_pins,
             config,
             final_budgets: Mutex::new(None),
         })
@@ -412,6 +438,107 @@ impl Prover {
         unheld.len()
     }
 
+    /// The proving key for the parameters `source` holds, cut for `shape`, from the prover's
+    /// key cache: the same parameters (by verifying-key digest and shape, whichever `Arc` or
+    /// `ParameterSource` carries them) give the same key for the life of the prover, resident
+    /// and page-locked, and only a miss calls [`ProvingKey::from_source`] (for
+    /// `MappedParameters`, a read of every point from the file).
+    pub fn key_for_source<P: ParameterSource<Bls12>>(
+        &self,
+        source: P,
+        shape: &WitnessShape,
+    ) -> Result<Arc<ProvingKey>> {
+        let identity = KeyIdentity::of(source.get_vk(shape.num_inputs)?, shape);
+        self.cached_key(identity, || ProvingKey::from_source(source, shape))
+    }
+
+    /// [`Prover::key_for_source`] for a `.params` file opened by path: its identity also
+    /// carries the file's stamp (path, length, modification time), so another file, or this
+    /// one rewritten, is another key.
+    pub fn key_for_file(&self, file: &ParamsFile, shape: &WitnessShape) -> Result<Arc<ProvingKey>> {
+        let identity = KeyIdentity::of(file.verifying_key(), shape).from_file(file_stamp(file.path())?);
+        self.cached_key(identity, || ProvingKey::from_source(file, shape))
+    }
+
+    /// [`Prover::key_for_file`] for the `.params` file at `path`, which is opened (and its
+    /// points checked as `check` says) only when the cache holds no key for the file as it
+    /// stands now (same path, length and modification time) and `shape`.
+    pub fn key_for_path(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        check: PointCheck,
+        shape: &WitnessShape,
+    ) -> Result<Arc<ProvingKey>> {
+        let path = path.as_ref();
+        if let Some(key) = self.key_cache.lock().get_file(&file_stamp(path)?, shape) {
+            return Ok(key);
+        }
+        self.key_for_file(&ParamsFile::open(path, check)?, shape)
+    }
+
+    /// The key cached for `identity`, or the one `build` makes, cached and page-locked. Keys
+    /// the cache evicts to stay within its host bytes are evicted from the devices too.
+    fn cached_key(
+        &self,
+        identity: KeyIdentity,
+        build: impl FnOnce() -> Result<Arc<ProvingKey>>,
+    ) -> Result<Arc<ProvingKey>> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown);
+        }
+        if let Some(key) = self.key_cache.lock().get(&identity) {
+            return Ok(key);
+        }
+        let slot = self.key_builds.lock().entry(identity.clone()).or_default().clone();
+        let built = {
+            let _building = slot.lock();
+            let cached = self.key_cache.lock().get(&identity);
+            match cached {
+                // Built by the caller this one waited for.
+                Some(key) => Ok(key),
+                None => build().map(|key| {
+                    let pins = pin_key_vectors(&self.key_pins, &key).unwrap_or_else(|err| {
+                        tracing::warn!(%err, "a cached proving key stays pageable: page-locking it failed");
+                        Vec::new()
+                    });
+                    let Inserted { key, evicted } = self.key_cache.lock().insert(identity.clone(), key, pins);
+                    for old in &evicted {
+                        self.pipelines.iter().for_each(|p| {
+                            p.evict_key(Some(old));
+                        });
+                    }
+                    key
+                }),
+            }
+        };
+        // Only this build's slot: a later miss (after an eviction) may have made a new one.
+        let mut builds = self.key_builds.lock();
+        if builds.get(&identity).is_some_and(|current| Arc::ptr_eq(current, &slot)) {
+            builds.remove(&identity);
+        }
+        built
+    }
+
+    /// The key cache: each entry's identity, host bytes, tier (hot: resident on a device;
+    /// warm: in host memory; cold: evicted from the host cache), hits and loads.
+    pub fn key_cache_status(&self) -> KeyCacheStatus {
+        self.key_cache
+            .lock()
+            .status(|key| self.pipelines.iter().filter(|p| p.holds_key(key)).map(|p| p.ordinal).collect())
+    }
+
+    /// Drops every key from the key cache and from the devices (partitions in flight keep
+    /// theirs until they finish); returns how many keys the cache held.
+    pub fn evict_cached_keys(&self) -> usize {
+        let keys = self.key_cache.lock().clear();
+        for key in &keys {
+            self.pipelines.iter().for_each(|p| {
+                p.evict_key(Some(key));
+            });
+        }
+        keys.len()
+    }
+
     fn selected(&self, devices: Option<&[usize]>) -> Vec<&Arc<DevicePipeline>> {
         self.pipelines.iter().filter(|p| devices.is_none_or(|d| d.contains(&p.ordinal))).collect()
     }
@@ -477,6 +604,8 @@ impl Prover {
         while self.limiter.in_flight() > 0 {
             std::thread::sleep(Duration::from_millis(5));
         }
+        // The cache's keys and page-locked vectors go before the devices are released.
+        drop(self.key_cache.lock().clear());
         self.pipelines.iter().for_each(|p| {
             p.evict_key(None);
             p.pool.clear();
