@@ -1,18 +1,37 @@
-//! Drop-in replacements for bellperson's proving calls, with the same arguments and meaning,
-//! returning bellperson's `Proof` and snarkpipe's [`Error`].
+//! Drop-in replacements for bellperson 0.27's eight proving calls, with bellperson's
+//! signatures for its engine fixed to `Bls12`: swap the `use` line, and a caller's code that
+//! type-checks with bellperson for Bls12 type-checks unchanged (unless it names the engine in
+//! a turbofish, as `E` is not a type parameter here).
 //!
 //! For the same circuit, parameters, r and s, the proofs are byte-for-byte bellperson's; the
 //! random variants draw r and s from the rng in bellperson's order (every r, then every s).
-//! Every proof goes through `prove_witnesses`, the one place where this module proves.
+//!
+//! Like bellperson's, the calls return `bellperson::SynthesisError`. A snarkpipe failure is a
+//! `SynthesisError::IoError` of kind `Other` whose message is the failure's whole `Display`
+//! and whose inner error is the typed [`Error`] itself: [`snarkpipe_error`] gets it back.
+//!
+//! bellperson's `_in_priority` calls take its GPU lock ahead of other work; here they submit at
+//! [`Priority::High`] (the others at [`Priority::Normal`]), so their waiting partitions are
+//! admitted before any waiting normal-priority work. Running work is never interrupted.
+//!
+//! Every call proves on the shared [`default_prover`] and takes its key from that prover's key
+//! cache ([`Prover::key_for_source`]): the same parameters passed again (the same in-memory
+//! `Parameters`, the same `MappedParameters` file) reuse the key built the first time, still
+//! resident and page-locked, instead of reading every point again.
+//!
+//! [`prove_batch`] and [`prove_batch_from_source`] are the typed core the eight calls share,
+//! for callers inside snarkpipe that want [`Error`] and the [`BatchTimings`].
 
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use bellperson::groth16::{ParameterSource, Proof};
-use bellperson::Circuit;
+use bellperson::{Circuit, SynthesisError};
 use blstrs::Bls12;
 use ff::Field;
 use rand_core::RngCore;
 use rayon::prelude::*;
+use serde::Serialize;
 
 use crate::backend::BackendKind;
 use crate::circuit::{SatisfactionCheck, Witness};
@@ -20,68 +39,214 @@ use crate::params::ProvingKey;
 use crate::prover::{Priority, ProofRequest, Prover, ProverConfig};
 use crate::{Error, Result, Scalar};
 
-/// Proves one circuit with the given blinding factors, like `bellperson::groth16::create_proof`.
-pub fn create_proof<C, P>(circuit: C, params: P, r: Scalar, s: Scalar) -> Result<Proof<Bls12>>
-where
-    C: Circuit<Scalar>,
-    P: ParameterSource<Bls12>,
-{
-    let witness = Witness::synthesize(circuit, SatisfactionCheck::Off)?;
-    let key = ProvingKey::from_source(params, &witness.shape())?;
-    let mut proofs = prove_witnesses(key, vec![witness], vec![r], vec![s])?;
-    proofs.pop().ok_or(Error::EmptyRequest)
+/// Where a batch's time went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct BatchTimings {
+    /// Synthesizing every circuit (in parallel), wall time.
+    pub synthesis: Duration,
+    /// Finding the proving key in the prover's key cache, or building it on a miss (zero when
+    /// the caller passed the key).
+    pub key: Duration,
+    /// From submitting the witnesses until the last proof came back, waiting included.
+    pub proving: Duration,
+    /// Of `proving`, the wait before the first partition reached a device, when known.
+    pub queue: Option<Duration>,
 }
 
-/// Proves one circuit with r and s drawn from `rng`, like
-/// `bellperson::groth16::create_random_proof`.
-pub fn create_random_proof<C, R, P>(circuit: C, params: P, rng: &mut R) -> Result<Proof<Bls12>>
+/// Synthesizes `circuits` in parallel and proves them with `key` on `prover` at `priority`,
+/// `r[i]` and `s[i]` blinding proof `i`; the proofs in order, and where the time went.
+///
+/// Fails with [`Error::RandomnessLength`] unless there are as many r's and s's as circuits,
+/// with [`Error::EmptyRequest`] for no circuits, and with [`Error::ParamsMismatch`] when a
+/// circuit's shape is not the key's.
+pub fn prove_batch<C>(
+    prover: &Prover,
+    key: Arc<ProvingKey>,
+    circuits: Vec<C>,
+    r: Vec<Scalar>,
+    s: Vec<Scalar>,
+    priority: Priority,
+) -> Result<(Vec<Proof<Bls12>>, BatchTimings)>
 where
-    C: Circuit<Scalar>,
+    C: Circuit<Scalar> + Send,
+{
+    check_batch(circuits.len(), &r, &s)?;
+    let (witnesses, synthesis) = synthesize_all(circuits)?;
+    let (proofs, proving, queue) = prove_witnesses(prover, key, witnesses, r, s, priority)?;
+    Ok((proofs, BatchTimings { synthesis, key: Duration::ZERO, proving, queue }))
+}
+
+/// [`prove_batch`] with the key from `prover`'s key cache for `params`, cut for the first
+/// circuit's shape as bellperson does (built only on a miss).
+pub fn prove_batch_from_source<C, P>(
+    prover: &Prover,
+    params: P,
+    circuits: Vec<C>,
+    r: Vec<Scalar>,
+    s: Vec<Scalar>,
+    priority: Priority,
+) -> Result<(Vec<Proof<Bls12>>, BatchTimings)>
+where
+    C: Circuit<Scalar> + Send,
+    P: ParameterSource<Bls12>,
+{
+    check_batch(circuits.len(), &r, &s)?;
+    let (witnesses, synthesis) = synthesize_all(circuits)?;
+    let started = Instant::now();
+    let first = witnesses.first().ok_or(Error::EmptyRequest)?;
+    let key = prover.key_for_source(params, &first.shape())?;
+    let key_time = started.elapsed();
+    let (proofs, proving, queue) = prove_witnesses(prover, key, witnesses, r, s, priority)?;
+    Ok((proofs, BatchTimings { synthesis, key: key_time, proving, queue }))
+}
+
+/// bellperson's error for a snarkpipe failure: an I/O error of kind `Other` whose message is
+/// the failure's whole `Display` and whose inner error is the failure itself.
+pub fn to_synthesis_error(err: Error) -> SynthesisError {
+    SynthesisError::IoError(std::io::Error::other(err))
+}
+
+/// The typed failure inside an error the compat calls returned, if it is one of snarkpipe's.
+pub fn snarkpipe_error(err: &SynthesisError) -> Option<&Error> {
+    match err {
+        SynthesisError::IoError(io) => io.get_ref()?.downcast_ref::<Error>(),
+        _ => None,
+    }
+}
+
+/// Creates a proof with the given blinding factors, like bellperson's `create_proof`.
+pub fn create_proof<C, P>(circuit: C, params: P, r: Scalar, s: Scalar) -> Result<Proof<Bls12>, SynthesisError>
+where
+    C: Circuit<Scalar> + Send,
+    P: ParameterSource<Bls12>,
+{
+    single(batch(vec![circuit], params, vec![r], vec![s], Priority::Normal))
+}
+
+/// Creates a proof with r and s drawn from `rng`, like bellperson's `create_random_proof`.
+pub fn create_random_proof<C, R, P>(circuit: C, params: P, rng: &mut R) -> Result<Proof<Bls12>, SynthesisError>
+where
+    C: Circuit<Scalar> + Send,
     R: RngCore,
     P: ParameterSource<Bls12>,
 {
-    let r = Scalar::random(&mut *rng);
-    let s = Scalar::random(&mut *rng);
-    create_proof(circuit, params, r, s)
+    single(random_batch(vec![circuit], params, rng, Priority::Normal))
 }
 
-/// Proves circuits of one shape, `r[i]` and `s[i]` blinding proof `i`, like
-/// `bellperson::groth16::create_proof_batch`. Synthesis runs in parallel.
-///
-/// Fails with [`Error::RandomnessLength`] unless there are as many r's and s's as circuits,
-/// and with [`Error::EmptyRequest`] for no circuits.
+/// Creates proofs of circuits of one shape, `r[i]` and `s[i]` blinding proof `i`, like
+/// bellperson's `create_proof_batch`. Synthesis runs in parallel.
 pub fn create_proof_batch<C, P>(
     circuits: Vec<C>,
     params: P,
     r: Vec<Scalar>,
     s: Vec<Scalar>,
-) -> Result<Vec<Proof<Bls12>>>
+) -> Result<Vec<Proof<Bls12>>, SynthesisError>
 where
     C: Circuit<Scalar> + Send,
     P: ParameterSource<Bls12>,
 {
-    if r.len() != circuits.len() || s.len() != circuits.len() {
-        return Err(Error::RandomnessLength { circuits: circuits.len(), r: r.len(), s: s.len() });
-    }
-    if circuits.is_empty() {
-        return Err(Error::EmptyRequest);
-    }
-    let witnesses = circuits
-        .into_par_iter()
-        .map(|circuit| Witness::synthesize(circuit, SatisfactionCheck::Off))
-        .collect::<Result<Vec<_>>>()?;
-    // bellperson takes one key for the whole batch, sized by the first circuit; any circuit of
-    // another shape fails the key's shape check.
-    let key = match witnesses.first() {
-        Some(first) => ProvingKey::from_source(params, &first.shape())?,
-        None => return Err(Error::EmptyRequest),
-    };
-    prove_witnesses(key, witnesses, r, s)
+    batch(circuits, params, r, s, Priority::Normal)
 }
 
 /// [`create_proof_batch`] with r's and s's drawn from `rng` (all r's first, then all s's, as
 /// bellperson does, so the same rng state gives the same proofs).
-pub fn create_random_proof_batch<C, R, P>(circuits: Vec<C>, params: P, rng: &mut R) -> Result<Vec<Proof<Bls12>>>
+pub fn create_random_proof_batch<C, R, P>(
+    circuits: Vec<C>,
+    params: P,
+    rng: &mut R,
+) -> Result<Vec<Proof<Bls12>>, SynthesisError>
+where
+    C: Circuit<Scalar> + Send,
+    R: RngCore,
+    P: ParameterSource<Bls12>,
+{
+    random_batch(circuits, params, rng, Priority::Normal)
+}
+
+/// [`create_proof`] at [`Priority::High`], like bellperson's `create_proof_in_priority`.
+pub fn create_proof_in_priority<C, P>(
+    circuit: C,
+    params: P,
+    r: Scalar,
+    s: Scalar,
+) -> Result<Proof<Bls12>, SynthesisError>
+where
+    C: Circuit<Scalar> + Send,
+    P: ParameterSource<Bls12>,
+{
+    single(batch(vec![circuit], params, vec![r], vec![s], Priority::High))
+}
+
+/// [`create_random_proof`] at [`Priority::High`], like bellperson's
+/// `create_random_proof_in_priority`.
+pub fn create_random_proof_in_priority<C, R, P>(
+    circuit: C,
+    params: P,
+    rng: &mut R,
+) -> Result<Proof<Bls12>, SynthesisError>
+where
+    C: Circuit<Scalar> + Send,
+    R: RngCore,
+    P: ParameterSource<Bls12>,
+{
+    single(random_batch(vec![circuit], params, rng, Priority::High))
+}
+
+/// [`create_proof_batch`] at [`Priority::High`], like bellperson's
+/// `create_proof_batch_in_priority`.
+pub fn create_proof_batch_in_priority<C, P>(
+    circuits: Vec<C>,
+    params: P,
+    r: Vec<Scalar>,
+    s: Vec<Scalar>,
+) -> Result<Vec<Proof<Bls12>>, SynthesisError>
+where
+    C: Circuit<Scalar> + Send,
+    P: ParameterSource<Bls12>,
+{
+    batch(circuits, params, r, s, Priority::High)
+}
+
+/// [`create_random_proof_batch`] at [`Priority::High`], like bellperson's
+/// `create_random_proof_batch_in_priority`.
+pub fn create_random_proof_batch_in_priority<C, R, P>(
+    circuits: Vec<C>,
+    params: P,
+    rng: &mut R,
+) -> Result<Vec<Proof<Bls12>>, SynthesisError>
+where
+    C: Circuit<Scalar> + Send,
+    R: RngCore,
+    P: ParameterSource<Bls12>,
+{
+    random_batch(circuits, params, rng, Priority::High)
+}
+
+/// The one way the eight calls prove: on the default prover, through its key cache.
+fn batch<C, P>(
+    circuits: Vec<C>,
+    params: P,
+    r: Vec<Scalar>,
+    s: Vec<Scalar>,
+    priority: Priority,
+) -> Result<Vec<Proof<Bls12>>, SynthesisError>
+where
+    C: Circuit<Scalar> + Send,
+    P: ParameterSource<Bls12>,
+{
+    default_prover()
+        .and_then(|prover| prove_batch_from_source(prover, params, circuits, r, s, priority))
+        .map(|(proofs, _)| proofs)
+        .map_err(to_synthesis_error)
+}
+
+/// [`batch`] with every r drawn from `rng`, then every s.
+fn random_batch<C, R, P>(
+    circuits: Vec<C>,
+    params: P,
+    rng: &mut R,
+    priority: Priority,
+) -> Result<Vec<Proof<Bls12>>, SynthesisError>
 where
     C: Circuit<Scalar> + Send,
     R: RngCore,
@@ -89,29 +254,52 @@ where
 {
     let r = (0..circuits.len()).map(|_| Scalar::random(&mut *rng)).collect();
     let s = (0..circuits.len()).map(|_| Scalar::random(&mut *rng)).collect();
-    create_proof_batch(circuits, params, r, s)
+    batch(circuits, params, r, s, priority)
 }
 
-/// The one place compat proves: every synthesized witness, with its own r and s, streamed
-/// through the shared default [`Prover`].
+/// The one proof of a batch of one.
+fn single(proofs: Result<Vec<Proof<Bls12>>, SynthesisError>) -> Result<Proof<Bls12>, SynthesisError> {
+    proofs?.pop().ok_or_else(|| to_synthesis_error(Error::EmptyRequest))
+}
+
+/// A batch must have circuits, and one r and one s for each.
+fn check_batch(circuits: usize, r: &[Scalar], s: &[Scalar]) -> Result<()> {
+    if r.len() != circuits || s.len() != circuits {
+        return Err(Error::RandomnessLength { circuits, r: r.len(), s: s.len() });
+    }
+    if circuits == 0 {
+        return Err(Error::EmptyRequest);
+    }
+    Ok(())
+}
+
+/// Every circuit's witness, synthesized in parallel, and how long that took.
+fn synthesize_all<C: Circuit<Scalar> + Send>(circuits: Vec<C>) -> Result<(Vec<Witness>, Duration)> {
+    let started = Instant::now();
+    let witnesses = circuits
+        .into_par_iter()
+        .map(|circuit| Witness::synthesize(circuit, SatisfactionCheck::Off))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((witnesses, started.elapsed()))
+}
+
+/// Every synthesized witness, with its own r and s, streamed through `prover`; the proofs,
+/// how long they took, and how much of that they waited before reaching a device.
 fn prove_witnesses(
+    prover: &Prover,
     key: Arc<ProvingKey>,
     witnesses: Vec<Witness>,
     r: Vec<Scalar>,
     s: Vec<Scalar>,
-) -> Result<Vec<Proof<Bls12>>> {
-    if r.len() != witnesses.len() || s.len() != witnesses.len() {
-        return Err(Error::RandomnessLength { circuits: witnesses.len(), r: r.len(), s: s.len() });
-    }
-    let request = ProofRequest {
-        key,
-        partitions: witnesses.into_iter().map(Arc::new).collect(),
-        r,
-        s,
-        priority: Priority::Normal,
-        devices: None,
-    };
-    default_prover()?.prove(request)
+    priority: Priority,
+) -> Result<(Vec<Proof<Bls12>>, Duration, Option<Duration>)> {
+    let started = Instant::now();
+    let request =
+        ProofRequest { key, partitions: witnesses.into_iter().map(Arc::new).collect(), r, s, priority, devices: None };
+    let handle = prover.submit(request)?;
+    let proofs = handle.wait()?;
+    let proving = started.elapsed();
+    Ok((proofs, proving, handle.queued_for().map(|queue| queue.min(proving))))
 }
 
 /// The prover the compat functions share, started on first use. `SNARKPIPE_BACKEND`

@@ -27,6 +27,14 @@ fn missing() -> SynthesisError {
     SynthesisError::AssignmentMissing
 }
 
+/// The typed failure a compat call carries inside its `SynthesisError`.
+fn typed<T>(result: Result<T, SynthesisError>) -> Result<T, Error> {
+    result.map_err(|err| match compat::snarkpipe_error(&err) {
+        Some(typed) => typed.clone(),
+        None => panic!("not one of snarkpipe's errors: {err:?}"),
+    })
+}
+
 /// Public inputs only: x·y = z and (x + y)·ONE = w, with x, y, z, w all public; no aux.
 #[derive(Clone)]
 struct PublicOnly {
@@ -266,6 +274,77 @@ fn batch_with_distinct_randomness() {
 }
 
 #[test]
+fn the_in_priority_calls_prove_what_bellperson_proves() {
+    let mut rng = fresh_rng("the_in_priority_calls_prove_what_bellperson_proves");
+    let circuits: Vec<Chain> = (0..2).map(|_| Chain::random(&mut rng, 2, 50)).collect();
+    let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
+    let pvk = prepare_verifying_key(&params.vk);
+    let one = circuits[0].clone();
+    let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+
+    let ours = compat::create_proof_in_priority(one.clone(), &params, r, s).unwrap();
+    let theirs = bellperson::groth16::create_proof_in_priority(one.clone(), &params, r, s).unwrap();
+    assert_eq!(bytes(&ours), bytes(&theirs));
+    assert!(verify_proof(&pvk, &ours, &one.public_inputs()).unwrap());
+
+    let (rs, ss): (Vec<Scalar>, Vec<Scalar>) =
+        (0..2).map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng))).unzip();
+    let ours = compat::create_proof_batch_in_priority(circuits.clone(), &params, rs.clone(), ss.clone()).unwrap();
+    let theirs = bellperson::groth16::create_proof_batch_in_priority(circuits.clone(), &params, rs, ss).unwrap();
+    assert_eq!(ours.iter().map(bytes).collect::<Vec<_>>(), theirs.iter().map(bytes).collect::<Vec<_>>());
+    for (proof, circuit) in ours.iter().zip(&circuits) {
+        assert!(verify_proof(&pvk, proof, &circuit.public_inputs()).unwrap());
+    }
+    // The negative twin: each proof belongs to its own circuit's inputs.
+    assert!(!verify_proof(&pvk, &ours[1], &circuits[0].public_inputs()).unwrap());
+
+    // The random forms draw every r, then every s, as bellperson does.
+    let seed: u64 = rng.gen();
+    let ours =
+        compat::create_random_proof_in_priority(one.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    let theirs =
+        bellperson::groth16::create_random_proof_in_priority(one, &params, &mut ChaCha8Rng::seed_from_u64(seed))
+            .unwrap();
+    assert_eq!(bytes(&ours), bytes(&theirs));
+    let ours =
+        compat::create_random_proof_batch_in_priority(circuits.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed))
+            .unwrap();
+    let theirs = bellperson::groth16::create_random_proof_batch_in_priority(
+        circuits.clone(),
+        &params,
+        &mut ChaCha8Rng::seed_from_u64(seed),
+    )
+    .unwrap();
+    assert_eq!(ours.iter().map(bytes).collect::<Vec<_>>(), theirs.iter().map(bytes).collect::<Vec<_>>());
+    // Another seed, other proofs.
+    let other =
+        compat::create_random_proof_batch_in_priority(circuits, &params, &mut ChaCha8Rng::seed_from_u64(seed ^ 1))
+            .unwrap();
+    assert_ne!(bytes(&other[0]), bytes(&ours[0]));
+}
+
+#[test]
+fn a_failure_s_whole_message_survives_inside_the_synthesis_error() {
+    let mut rng = fresh_rng("a_failure_s_whole_message_survives_inside_the_synthesis_error");
+    let small = Chain::random(&mut rng, 2, 20);
+    let params = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 2, 21), &mut rng).unwrap();
+    let err = compat::create_proof(small.clone(), &params, Scalar::ONE, Scalar::ONE).unwrap_err();
+    let SynthesisError::IoError(io) = &err else { panic!("expected an I/O error, got {err:?}") };
+    assert_eq!(io.kind(), std::io::ErrorKind::Other);
+    let typed = compat::snarkpipe_error(&err).expect("the typed error is inside");
+    assert!(matches!(typed, Error::ParamsMismatch { .. }), "{typed:?}");
+    // The whole message: the I/O error's is the typed error's, and bellperson's wraps it.
+    let message = typed.to_string();
+    assert!(message.starts_with("parameters do not match the circuit: ") && message.contains("the circuit needs"));
+    assert_eq!(io.to_string(), message);
+    assert!(err.to_string().contains(&message), "{err}");
+    // The twin: an error that is not snarkpipe's has no typed error inside.
+    assert!(compat::snarkpipe_error(&SynthesisError::AssignmentMissing).is_none());
+    let foreign = SynthesisError::IoError(std::io::Error::other("elsewhere"));
+    assert!(compat::snarkpipe_error(&foreign).is_none());
+}
+
+#[test]
 fn memory_mapped_parameters() {
     let mut rng = fresh_rng("memory_mapped_parameters");
     let circuit = Chain::random(&mut rng, 2, 100);
@@ -292,12 +371,12 @@ fn parameters_of_another_circuit_are_refused() {
     let small = Chain::random(&mut rng, 2, 20);
     let other = Chain::random(&mut rng, 2, 21);
     let params = generate_random_parameters::<Bls12, _, _>(other, &mut rng).unwrap();
-    let result = compat::create_proof(small.clone(), &params, Scalar::ONE, Scalar::ONE);
+    let result = typed(compat::create_proof(small.clone(), &params, Scalar::ONE, Scalar::ONE));
     assert!(matches!(result, Err(Error::ParamsMismatch { .. })), "{result:?}");
 
     // Another number of public inputs: the verifying key's ic is the first mismatch.
     let more_inputs = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 3, 20), &mut rng).unwrap();
-    match compat::create_proof(small.clone(), &more_inputs, Scalar::ONE, Scalar::ONE) {
+    match typed(compat::create_proof(small.clone(), &more_inputs, Scalar::ONE, Scalar::ONE)) {
         Err(Error::ParamsMismatch { what, in_params, in_circuit }) => {
             assert!(what.starts_with("vk.ic"), "{what}");
             assert_eq!((in_params, in_circuit), (4, 3));
@@ -318,7 +397,7 @@ fn randomness_of_the_wrong_length_is_refused() {
     let one = vec![Scalar::ONE];
     let two = vec![Scalar::ONE; 2];
     for (r, s) in [(one.clone(), two.clone()), (two.clone(), one.clone()), (one.clone(), one.clone())] {
-        let result = compat::create_proof_batch(circuits.clone(), &params, r.clone(), s.clone());
+        let result = typed(compat::create_proof_batch(circuits.clone(), &params, r.clone(), s.clone()));
         assert!(
             matches!(result, Err(Error::RandomnessLength { circuits: 2, r: rl, s: sl }) if rl == r.len() && sl == s.len())
         );
@@ -365,7 +444,7 @@ fn missing_assignment_is_an_error() {
     let complete = Chain::random(&mut rng, 1, 10);
     let params = generate_random_parameters::<Bls12, _, _>(complete.clone(), &mut rng).unwrap();
     let incomplete = Chain { start: None, ..complete.clone() };
-    let result = compat::create_proof(incomplete, &params, Scalar::ONE, Scalar::ONE);
+    let result = typed(compat::create_proof(incomplete, &params, Scalar::ONE, Scalar::ONE));
     assert!(matches!(result, Err(Error::MissingAssignment)), "{result:?}");
     assert!(compat::create_proof(complete, &params, Scalar::ONE, Scalar::ONE).is_ok());
 }
@@ -380,9 +459,9 @@ fn empty_circuit_is_an_error() {
     }
     let mut rng = fresh_rng("empty_circuit_is_an_error");
     let params = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 0, 3), &mut rng).unwrap();
-    let result = compat::create_proof(Empty, &params, Scalar::ONE, Scalar::ONE);
+    let result = typed(compat::create_proof(Empty, &params, Scalar::ONE, Scalar::ONE));
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{result:?}");
-    let result = compat::create_proof_batch(Vec::<Chain>::new(), &params, vec![], vec![]);
+    let result = typed(compat::create_proof_batch(Vec::<Chain>::new(), &params, vec![], vec![]));
     assert!(matches!(result, Err(Error::EmptyRequest)), "{result:?}");
 }
 
@@ -393,7 +472,7 @@ fn subverted_delta_is_refused() {
     let circuit = Chain::random(&mut rng, 1, 10);
     let mut params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     params.vk.delta_g1 = blstrs::G1Affine::identity();
-    let result = compat::create_proof(circuit, &params, Scalar::ONE, Scalar::ONE);
+    let result = typed(compat::create_proof(circuit, &params, Scalar::ONE, Scalar::ONE));
     // The refusal comes from the assembly stage, which wraps it with the stage's context.
     assert!(matches!(result.as_ref().map_err(Error::root_cause), Err(Error::UnexpectedIdentity)), "{result:?}");
 }
@@ -404,4 +483,95 @@ fn scalar_field_constants_match_bellperson_domain() {
     // byte-equality tests above).
     assert_eq!(snarkpipe::math::Domain::coset_generator(), Scalar::MULTIPLICATIVE_GENERATOR);
     assert_eq!(Scalar::S, 32);
+}
+
+#[test]
+fn the_typed_core_proves_what_bellperson_proves_and_says_where_the_time_went() {
+    use snarkpipe::prover::{Priority, Prover, ProverConfig};
+    let mut rng = fresh_rng("the_typed_core_proves_what_bellperson_proves_and_says_where_the_time_went");
+    let circuits: Vec<Chain> = (0..2).map(|_| Chain::random(&mut rng, 2, 60)).collect();
+    let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
+    let prover =
+        Prover::new(ProverConfig { backend: snarkpipe::backend::BackendKind::Cpu, ..ProverConfig::default() }).unwrap();
+    let r: Vec<Scalar> = (0..2).map(|_| Scalar::random(&mut rng)).collect();
+    let s: Vec<Scalar> = (0..2).map(|_| Scalar::random(&mut rng)).collect();
+    let theirs: Vec<_> =
+        create_proof_batch(circuits.clone(), &params, r.clone(), s.clone()).unwrap().iter().map(bytes).collect();
+
+    let (ours, timings) =
+        compat::prove_batch_from_source(&prover, &params, circuits.clone(), r.clone(), s.clone(), Priority::High)
+            .unwrap();
+    assert_eq!(ours.iter().map(bytes).collect::<Vec<_>>(), theirs);
+    assert!(timings.synthesis > std::time::Duration::ZERO && timings.proving > std::time::Duration::ZERO);
+    let queue = timings.queue.expect("the wait before a device is known");
+    assert!(queue <= timings.proving, "{timings:?}");
+
+    // With the cached key passed in, the same proofs and no key time.
+    let shape = Witness::synthesize(circuits[0].clone(), SatisfactionCheck::Off).unwrap().shape();
+    let key = prover.key_for_source(&params, &shape).unwrap();
+    let (again, timings) = compat::prove_batch(&prover, key, circuits.clone(), r.clone(), s, Priority::Normal).unwrap();
+    assert_eq!(again.iter().map(bytes).collect::<Vec<_>>(), theirs);
+    assert_eq!(timings.key, std::time::Duration::ZERO);
+    assert_eq!(prover.key_cache_status().entries.len(), 1);
+
+    // The twin: its failures are typed.
+    let key = prover.key_for_source(&params, &shape).unwrap();
+    let wrong = compat::prove_batch(&prover, key, circuits, r, vec![Scalar::ONE], Priority::Normal);
+    assert!(matches!(wrong, Err(Error::RandomnessLength { circuits: 2, r: 2, s: 1 })), "{:?}", wrong.err());
+}
+
+/// One caller's code, written against bellperson's eight proving calls for Bls12, compiled
+/// twice: once with bellperson's `use` line and once with snarkpipe's. That it compiles with
+/// both is the check that the signatures are bellperson's; running both compares the bytes.
+macro_rules! a_caller_of_all_eight_calls {
+    ($module:ident, $($path:tt)+) => {
+        mod $module {
+            use bellperson::groth16::{Parameters, Proof};
+            use bellperson::{Circuit, SynthesisError};
+            use blstrs::{Bls12, Scalar};
+            use rand_chacha::ChaCha8Rng;
+            use $($path)+::{
+                create_proof, create_proof_batch, create_proof_batch_in_priority, create_proof_in_priority,
+                create_random_proof, create_random_proof_batch, create_random_proof_batch_in_priority,
+                create_random_proof_in_priority,
+            };
+
+            pub fn prove_every_way<C: Circuit<Scalar> + Send + Clone>(
+                circuit: C,
+                params: &Parameters<Bls12>,
+                r: Scalar,
+                s: Scalar,
+                rng: &mut ChaCha8Rng,
+            ) -> Result<Vec<Proof<Bls12>>, SynthesisError> {
+                let mut proofs = vec![
+                    create_proof(circuit.clone(), params, r, s)?,
+                    create_random_proof(circuit.clone(), params, rng)?,
+                    create_proof_in_priority(circuit.clone(), params, r, s)?,
+                    create_random_proof_in_priority(circuit.clone(), params, rng)?,
+                ];
+                proofs.extend(create_proof_batch(vec![circuit.clone()], params, vec![r], vec![s])?);
+                proofs.extend(create_random_proof_batch(vec![circuit.clone()], params, rng)?);
+                proofs.extend(create_proof_batch_in_priority(vec![circuit.clone()], params, vec![r], vec![s])?);
+                proofs.extend(create_random_proof_batch_in_priority(vec![circuit], params, rng)?);
+                Ok(proofs)
+            }
+        }
+    };
+}
+
+a_caller_of_all_eight_calls!(with_bellperson, bellperson::groth16);
+a_caller_of_all_eight_calls!(with_snarkpipe, snarkpipe::compat);
+
+#[test]
+fn a_caller_of_bellperson_s_eight_calls_compiles_and_proves_the_same_with_compat() {
+    let mut rng = fresh_rng("a_caller_of_bellperson_s_eight_calls_compiles_and_proves_the_same_with_compat");
+    let circuit = Chain::random(&mut rng, 1, 30);
+    let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+    let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+    let seed: u64 = rng.gen();
+    let theirs = with_bellperson::prove_every_way(circuit.clone(), &params, r, s, &mut ChaCha8Rng::seed_from_u64(seed));
+    let ours = with_snarkpipe::prove_every_way(circuit, &params, r, s, &mut ChaCha8Rng::seed_from_u64(seed));
+    let (theirs, ours) = (theirs.unwrap(), ours.unwrap());
+    assert_eq!(ours.len(), 8);
+    assert_eq!(ours.iter().map(bytes).collect::<Vec<_>>(), theirs.iter().map(bytes).collect::<Vec<_>>());
 }

@@ -397,6 +397,14 @@ impl Circuit<Scalar> for Empty {
     }
 }
 
+/// The typed failure a compat call carries inside its `SynthesisError`.
+fn typed<T>(result: Result<T, SynthesisError>) -> Result<T, Error> {
+    result.map_err(|err| match compat::snarkpipe_error(&err) {
+        Some(typed) => typed.clone(),
+        None => panic!("not one of snarkpipe's errors: {err:?}"),
+    })
+}
+
 fn parameters(spec: &SyntheticSpec) -> Parameters<Bls12> {
     let mut rng = ChaCha20Rng::seed_from_u64(spec.seed);
     let mut secret = || Scalar::random(&mut rng);
@@ -417,23 +425,23 @@ fn compat_calls_refuse_bad_input_and_the_shared_prover_goes_on() {
     let one = vec![Scalar::ONE];
     let two = vec![Scalar::ONE, Scalar::ONE];
     for (r, s) in [(&one, &two), (&two, &one), (&vec![], &vec![]), (&vec![Scalar::ONE; 3], &two)] {
-        match compat::create_proof_batch(circuits.clone(), &params, r.clone(), s.clone()) {
+        match typed(compat::create_proof_batch(circuits.clone(), &params, r.clone(), s.clone())) {
             Err(Error::RandomnessLength { circuits: 2, r: rl, s: sl }) => assert_eq!((rl, sl), (r.len(), s.len())),
             other => panic!("expected RandomnessLength, got {:?}", other.err()),
         }
     }
-    let result = compat::create_proof(Empty, &params, Scalar::ONE, Scalar::ONE);
+    let result = typed(compat::create_proof(Empty, &params, Scalar::ONE, Scalar::ONE));
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{:?}", result.err());
-    let result = compat::create_proof_batch(vec![Empty, Empty], &params, two.clone(), two.clone());
+    let result = typed(compat::create_proof_batch(vec![Empty, Empty], &params, two.clone(), two.clone()));
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{:?}", result.err());
     let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
-    let result = compat::create_random_proof(Empty, &params, &mut rng);
+    let result = typed(compat::create_random_proof(Empty, &params, &mut rng));
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{:?}", result.err());
-    let result = compat::create_proof_batch(Vec::<Empty>::new(), &params, vec![], vec![]);
+    let result = typed(compat::create_proof_batch(Vec::<Empty>::new(), &params, vec![], vec![]));
     assert!(matches!(result, Err(Error::EmptyRequest)), "{:?}", result.err());
     // Parameters of another circuit.
     let other = parameters(&spec(6, 5, fresh_seed()));
-    let result = compat::create_proof(ours.circuit(0), &other, Scalar::ONE, Scalar::ONE);
+    let result = typed(compat::create_proof(ours.circuit(0), &other, Scalar::ONE, Scalar::ONE));
     assert!(matches!(result, Err(Error::ParamsMismatch { .. })), "{:?}", result.err());
 
     // The twin: good input through the same calls proves, equal to the reference, and
