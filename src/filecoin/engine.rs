@@ -32,8 +32,8 @@ use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound,
 use super::params::ParamFiles;
 use super::vanilla::{decode_vanilla, VanillaRequest};
 use super::{filecoin_error, porep_config, post_config, sector_size_name, ProofKind};
-use crate::circuit::{SatisfactionCheck, Witness};
-use crate::params::file::{ParamsFile, PointCheck};
+use crate::circuit::{SatisfactionCheck, Witness, WitnessShape};
+use crate::params::file::PointCheck;
 use crate::params::ProvingKey;
 use crate::prover::{ProofRequest, Prover};
 use crate::{with_sector_shape, Error, Result, Scalar};
@@ -77,6 +77,7 @@ pub struct FilecoinProver<'p> {
     params_dir: PathBuf,
     point_check: PointCheck,
     blinding: Option<(Vec<Scalar>, Vec<Scalar>)>,
+    bellperson: bool,
 }
 
 impl<'p> FilecoinProver<'p> {
@@ -88,6 +89,7 @@ impl<'p> FilecoinProver<'p> {
             params_dir: storage_proofs_core::parameter_cache::parameter_cache_dir(),
             point_check: PointCheck::Unchecked,
             blinding: None,
+            bellperson: false,
         }
     }
 
@@ -120,6 +122,15 @@ impl<'p> FilecoinProver<'p> {
     /// another prover's proof byte for byte. Never for production proofs.
     pub fn fixed_blinding(mut self, r: Vec<Scalar>, s: Vec<Scalar>) -> Self {
         self.blinding = Some((r, s));
+        self
+    }
+
+    /// Proves the same circuits with bellperson's own prover (`create_proof_batch` over the
+    /// file's `MappedParameters`, on this machine's CPU) instead of the pipeline: the reference
+    /// snarkpipe's proofs are compared with byte for byte, and the baseline the bench reports.
+    /// bellperson synthesizes inside its prover, so its figure is `gpu` alone, synthesis included.
+    pub fn bellperson_reference(mut self) -> Self {
+        self.bellperson = true;
         self
     }
 
@@ -331,11 +342,13 @@ impl<'p> FilecoinProver<'p> {
         Ok(files)
     }
 
-    /// The key of `files`, from the prover's key cache once it has been read.
-    fn key(&self, files: &ParamFiles) -> Result<Arc<ProvingKey>> {
-        let file = ParamsFile::open(&files.params, self.point_check)?;
-        files.check(&file)?;
-        file.proving_key()
+    /// The key of `files` for circuits of `shape`, from the prover's key cache: the file is
+    /// opened and decoded the first time only. The `.meta` and `.vk` beside it are checked
+    /// every time (they are small), so a replaced `.vk` is noticed.
+    fn key(&self, files: &ParamFiles, shape: &WitnessShape) -> Result<Arc<ProvingKey>> {
+        let key = self.prover.key_for_path(&files.params, self.point_check, shape)?;
+        files.check(&key.vk)?;
+        Ok(key)
     }
 
     /// Every partition's circuit, as `CompoundProof::circuit_proofs` builds them, proven on the
@@ -357,10 +370,9 @@ impl<'p> FilecoinProver<'p> {
         P: CompoundProof<'a, S, C>,
     {
         let mut timings = ProofTimings::default();
-        let loading = Instant::now();
-        let key = self.key(files)?;
-        timings.key_load = loading.elapsed().as_secs_f64();
-
+        if self.bellperson {
+            return self.prove_with_bellperson::<S, C, P>(kind, files, public_inputs, vanilla_proofs, public_params);
+        }
         let synthesizing = Instant::now();
         let witnesses = vanilla_proofs
             .par_iter()
@@ -373,17 +385,14 @@ impl<'p> FilecoinProver<'p> {
             .collect::<Result<Vec<_>>>()?;
         timings.synthesis = synthesizing.elapsed().as_secs_f64();
         let partitions = witnesses.len();
-        let constraints = witnesses.first().map_or(0, |w| w.shape().num_constraints);
+        let shape = witnesses.first().map(|w| w.shape()).ok_or_else(|| Error::Filecoin("no partitions to prove".into()))?;
+        let constraints = shape.num_constraints;
 
-        let (r, s) = match &self.blinding {
-            Some((r, s)) => (r.clone(), s.clone()),
-            None => {
-                let mut rng = rand::rngs::OsRng;
-                let r = (0..partitions).map(|_| Scalar::random(&mut rng)).collect();
-                let s = (0..partitions).map(|_| Scalar::random(&mut rng)).collect();
-                (r, s)
-            }
-        };
+        let loading = Instant::now();
+        let key = self.key(files, &shape)?;
+        timings.key_load = loading.elapsed().as_secs_f64();
+
+        let (r, s) = self.blinding(partitions);
         let request = ProofRequest { key, partitions: witnesses, r, s, priority: kind.priority(), devices: None };
         let proving = Instant::now();
         let handle = self.prover.submit(request)?;
@@ -393,6 +402,59 @@ impl<'p> FilecoinProver<'p> {
         timings.queue = queue.as_secs_f64();
         timings.gpu = (proving - queue).as_secs_f64();
         Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints, timings })
+    }
+
+    /// r and s for each partition: the fixed ones when set, else fresh from the OS.
+    fn blinding(&self, partitions: usize) -> (Vec<Scalar>, Vec<Scalar>) {
+        match &self.blinding {
+            Some((r, s)) => (r.clone(), s.clone()),
+            None => {
+                let mut rng = rand::rngs::OsRng;
+                let r = (0..partitions).map(|_| Scalar::random(&mut rng)).collect();
+                let s = (0..partitions).map(|_| Scalar::random(&mut rng)).collect();
+                (r, s)
+            }
+        }
+    }
+
+    /// The reference path of [`Self::bellperson_reference`]: the same circuits, bellperson's
+    /// prover.
+    fn prove_with_bellperson<'a, S, C, P>(
+        &self,
+        kind: ProofKind,
+        files: &ParamFiles,
+        public_inputs: &S::PublicInputs,
+        vanilla_proofs: Vec<S::Proof>,
+        public_params: &S::PublicParams,
+    ) -> Result<ProvenKind>
+    where
+        S: ProofScheme<'a>,
+        S::Proof: Sync + Send,
+        S::PublicParams: ParameterSetMetadata + Sync + Send,
+        S::PublicInputs: Clone + Sync,
+        C: Circuit<Scalar> + CircuitComponent + Send,
+        P: CompoundProof<'a, S, C>,
+    {
+        let mut timings = ProofTimings::default();
+        let loading = Instant::now();
+        let params = bellperson::groth16::Parameters::<Bls12>::build_mapped_parameters(files.params.clone(), false)
+            .map_err(|e| Error::io(format!("mapping {}", files.params.display()), e))?;
+        files.check(&params.vk)?;
+        timings.key_load = loading.elapsed().as_secs_f64();
+        let circuits = vanilla_proofs
+            .par_iter()
+            .enumerate()
+            .map(|(k, vanilla)| {
+                P::circuit(public_inputs, C::ComponentPrivateInputs::default(), vanilla, public_params, Some(k))
+                    .map_err(|e| filecoin_error(&format!("building partition {k}'s circuit"), e))
+            })
+            .collect::<Result<Vec<C>>>()?;
+        let partitions = circuits.len();
+        let (r, s) = self.blinding(partitions);
+        let proving = Instant::now();
+        let proofs = bellperson::groth16::create_proof_batch(circuits, &params, r, s)?;
+        timings.gpu = proving.elapsed().as_secs_f64();
+        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints: 0, timings })
     }
 
     /// Runs filecoin-proofs' verifier on the proof; a rejected proof is an error, never returned.

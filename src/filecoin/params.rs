@@ -11,7 +11,6 @@ use blstrs::Bls12;
 use storage_proofs_core::parameter_cache::{metadata_id, parameter_id, verifying_key_id, CacheEntryMetadata};
 
 use super::sector_size_name;
-use crate::params::file::ParamsFile;
 use crate::{Error, Result};
 
 /// Makes `dir` filecoin-proofs' parameter cache for this process (`FIL_PROOFS_PARAMETER_CACHE`),
@@ -71,13 +70,10 @@ impl ParamFiles {
         }
     }
 
-    /// Checks what can be checked without reading the points: both files are there, the
-    /// `.meta` (when present) names this sector size, and the `.vk` is the verifying key the
-    /// `.params` carries.
-    pub fn check(&self, params: &ParamsFile) -> Result<()> {
-        self.check_meta()?;
+    /// Checks that the `.vk` is the verifying key the `.params` carries (`params_vk`).
+    pub fn check(&self, params_vk: &VerifyingKey<Bls12>) -> Result<()> {
         let vk = self.read_vk()?;
-        if &vk != params.verifying_key() {
+        if &vk != params_vk {
             return Err(self.missing(
                 &self.vk,
                 format!("it is not the verifying key of {}: the two files come from different setups", self.params.display()),
@@ -86,10 +82,11 @@ impl ParamFiles {
         Ok(())
     }
 
-    /// Fails with a typed error naming the expected file unless the `.params` file exists.
+    /// Fails with a typed error naming the expected file unless the `.params` file exists and
+    /// its `.meta` (when present) names this sector size.
     pub fn require_params(&self) -> Result<()> {
         match std::fs::metadata(&self.params) {
-            Ok(meta) if meta.is_file() => Ok(()),
+            Ok(meta) if meta.is_file() => self.check_meta(),
             Ok(_) => Err(self.missing(&self.params, "it is not a regular file")),
             Err(e) => Err(self.missing(&self.params, format!("cannot open it: {e}"))),
         }
