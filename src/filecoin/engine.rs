@@ -255,6 +255,11 @@ impl<'p> FilecoinProver<'p> {
         let sectors: Vec<_> = vanilla_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
         let public_inputs =
             fallback::PublicInputs { randomness: randomness_safe, prover_id: prover_id_safe, sectors, k: None };
+        // The parameters are looked up before the vanilla proofs are checked: a missing file
+        // is the cheaper and the clearer error.
+        let sector_size = u64::from(post_config.sector_size);
+        let what = if kind == ProofKind::WindowPost { "Window PoSt" } else { "Winning PoSt" };
+        let files = self.files(what, sector_size, cache_id::<FallbackPoStCompound<Tree>, fallback::FallbackPoStCircuit<Tree>, _>(&public_params.vanilla_params))?;
         let partitioned = partition_vanilla_proofs(
             post_config,
             &public_params.vanilla_params,
@@ -263,9 +268,6 @@ impl<'p> FilecoinProver<'p> {
             &vanilla_proofs,
         )
         .map_err(|e| filecoin_error("the PoSt vanilla proofs", e))?;
-        let sector_size = u64::from(post_config.sector_size);
-        let what = if kind == ProofKind::WindowPost { "Window PoSt" } else { "Winning PoSt" };
-        let files = self.files(what, sector_size, cache_id::<FallbackPoStCompound<Tree>, fallback::FallbackPoStCircuit<Tree>, _>(&public_params.vanilla_params))?;
         let proven = self.prove_compound::<_, _, FallbackPoStCompound<Tree>>(
             kind,
             &files,

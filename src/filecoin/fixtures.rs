@@ -321,6 +321,11 @@ pub fn write_fixture_jobs(
     };
     let sector_dir = |name: &str| {
         let dir = work_dir.join(name);
+        // A sector cache left by an earlier run would be reused by sealing (its data tree
+        // belongs to other data): always seal into a fresh directory.
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(|e| Error::io(format!("clearing {}", dir.display()), e))?;
+        }
         fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e)).map(|()| dir)
     };
     if kinds.contains(&ProofKind::Porep) {

@@ -1,0 +1,176 @@
+//! The four Filecoin proof kinds on real 2 KiB inputs made with filecoin-proofs (a PoRep of one
+//! partition, SnapDeals, Window and Winning PoSt), proven through `snarkpipe::filecoin` and
+//! `snarkpipe prove`, checked with filecoin-proofs' verifiers and against bellperson; and the
+//! inputs a node can get wrong, each refused with a typed error while the prover goes on.
+#![cfg(feature = "filecoin")]
+
+mod filecoin;
+
+use std::path::{Path, PathBuf};
+
+use filecoin::{check_cli, check_kind, cli_fails, params_dir, prover};
+use filecoin_proofs::PoStType;
+use snarkpipe::filecoin::{FilecoinProver, ProofKind, VanillaRequest};
+use snarkpipe::Error;
+
+fn job(kind: ProofKind) -> PathBuf {
+    filecoin::job(kind, 1)
+}
+
+#[test]
+fn porep_of_one_partition() {
+    check_kind(&job(ProofKind::Porep));
+}
+
+#[test]
+fn snap_deals_update() {
+    check_kind(&job(ProofKind::Snap));
+}
+
+#[test]
+fn window_post() {
+    check_kind(&job(ProofKind::WindowPost));
+}
+
+#[test]
+fn winning_post() {
+    check_kind(&job(ProofKind::WinningPost));
+}
+
+#[test]
+fn snarkpipe_prove_proves_every_kind() {
+    for kind in ProofKind::ALL {
+        check_cli(&job(kind), kind);
+    }
+}
+
+#[test]
+fn a_second_proof_reuses_the_resident_key() {
+    let job = VanillaRequest::read(&job(ProofKind::WindowPost)).unwrap();
+    let engine = FilecoinProver::with_params_dir(prover(), &params_dir()).unwrap();
+    let params = |status: &snarkpipe::params::cache::KeyCacheStatus| {
+        status.entries.iter().filter(|e| format!("{:?}", e.identity).contains("proof-of-spacetime")).count()
+    };
+    engine.prove_job(&job).unwrap();
+    let after_first = prover().key_cache_status();
+    engine.prove_job(&job).unwrap();
+    let after_second = prover().key_cache_status();
+    assert!(after_second.hits > after_first.hits, "the second proof did not hit the key cache: {after_second:?}");
+    assert_eq!(after_second.misses, after_first.misses, "the second proof read the parameters again");
+    assert!(params(&after_second) <= params(&after_first), "a second key for the same file: {after_second:?}");
+}
+
+/// A copy of `job` with its JSON edited by `edit`, in a temporary directory.
+fn edited(job: &Path, dir: &Path, name: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, edit(std::fs::read_to_string(job).unwrap())).unwrap();
+    path
+}
+
+fn set_field(text: String, field: &str, value: &str) -> String {
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json[field] = serde_json::from_str(value).unwrap();
+    json.to_string()
+}
+
+#[test]
+fn bad_vanilla_files_get_typed_errors_and_the_prover_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = job(ProofKind::WindowPost);
+    let engine = FilecoinProver::with_params_dir(prover(), &params_dir()).unwrap();
+    let prove = |path: &Path| VanillaRequest::read(path).and_then(|job| engine.prove_job(&job));
+
+    // Truncated, garbled, of an unknown API version: refused when read, naming the file.
+    let truncated = edited(&window, dir.path(), "truncated.json", |t| t[..t.len() / 2].to_string());
+    let garbled = edited(&window, dir.path(), "garbled.json", |t| t.replacen(':', "#", 3));
+    let unknown_version = edited(&window, dir.path(), "v9.json", |t| set_field(t, "api_version", "\"9.9.9\""));
+    for (path, expected) in [(&truncated, "ends early"), (&garbled, "not valid JSON"), (&unknown_version, "9.9.9")] {
+        match prove(path) {
+            Err(err @ Error::Vanilla { .. }) => {
+                assert!(err.to_string().contains(expected), "{err}");
+                assert!(err.to_string().contains(&path.display().to_string()), "{err} does not name the file");
+            }
+            other => panic!("{}: {other:?}", path.display()),
+        }
+    }
+    // Another kind: refused by the CLI's --kind.
+    let stderr = cli_fails(&window, ProofKind::WinningPost, &params_dir());
+    assert!(stderr.contains("window-post job, not winning-post"), "{stderr}");
+
+    // Another sector size: no parameters of that size, named.
+    let bigger = edited(&window, dir.path(), "8mib.json", |t| set_field(t, "sector_size", "8388608"));
+    match prove(&bigger) {
+        Err(Error::MissingParams { what, expected, .. }) => {
+            assert!(what.contains("8 MiB"), "{what}");
+            assert!(expected.starts_with("v28-proof-of-spacetime-fallback") && expected.ends_with(".params"), "{expected}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Another API version than its vanilla proofs were made for: the vanilla proofs do not
+    // check out, and nothing is returned.
+    let winning = job(ProofKind::WinningPost);
+    let other_version = edited(&winning, dir.path(), "v12.json", |t| set_field(t, "api_version", "\"1.2.0\""));
+    match prove(&other_version) {
+        Err(Error::Filecoin(_) | Error::ProofRejected { .. }) => {}
+        other => panic!("a Winning PoSt made at 1.1.0 and proven as 1.2.0: {other:?}"),
+    }
+
+    // The prover that refused all of these still proves.
+    let good = VanillaRequest::read(&window).unwrap();
+    let proven = engine.prove_job(&good).unwrap();
+    assert!(filecoin::verify_with_filecoin_proofs(&good, &proven.bytes, false));
+}
+
+/// The Window PoSt's parameter files in the shared directory: (.params, .vk).
+fn window_files() -> (PathBuf, PathBuf) {
+    let config = snarkpipe::filecoin::fixtures::post_config_2kib(PoStType::Window).unwrap();
+    let id = config.get_cache_identifier::<filecoin_proofs::SectorShape2KiB>().unwrap();
+    let name = |f: fn(&str) -> String| params_dir().join(f(&id));
+    use storage_proofs_core::parameter_cache::{parameter_id, verifying_key_id};
+    (name(parameter_id), name(verifying_key_id))
+}
+
+#[test]
+fn bad_parameter_directories_get_typed_errors_naming_the_file() {
+    let window = job(ProofKind::WindowPost);
+    let (params, vk) = window_files();
+    let file_name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+
+    // Missing: the expected name is in the message.
+    let empty = tempfile::tempdir().unwrap();
+    let stderr = cli_fails(&window, ProofKind::WindowPost, empty.path());
+    assert!(stderr.contains(&file_name(&params)) && stderr.contains("cannot open it"), "{stderr}");
+
+    // Truncated: the reader names the file.
+    let truncated = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(&params).unwrap();
+    std::fs::write(truncated.path().join(file_name(&params)), &bytes[..bytes.len() / 3]).unwrap();
+    std::fs::copy(&vk, truncated.path().join(file_name(&vk))).unwrap();
+    let stderr = cli_fails(&window, ProofKind::WindowPost, truncated.path());
+    assert!(stderr.contains(&file_name(&params)), "{stderr}");
+
+    // A .vk of another circuit beside the .params.
+    let mismatched = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&params, mismatched.path().join(file_name(&params))).unwrap();
+    let winning_config = snarkpipe::filecoin::fixtures::post_config_2kib(PoStType::Winning).unwrap();
+    let winning_id = winning_config.get_cache_identifier::<filecoin_proofs::SectorShape2KiB>().unwrap();
+    let winning_vk = params_dir().join(storage_proofs_core::parameter_cache::verifying_key_id(&winning_id));
+    std::fs::copy(&winning_vk, mismatched.path().join(file_name(&vk))).unwrap();
+    let stderr = cli_fails(&window, ProofKind::WindowPost, mismatched.path());
+    assert!(stderr.contains("not the verifying key"), "{stderr}");
+
+    // Parameters of another sector size under this size's name: their .meta says so.
+    let resized = tempfile::tempdir().unwrap();
+    let big = snarkpipe::filecoin::post_config(PoStType::Window, 8 << 20, snarkpipe::filecoin::fixtures::POST_API_VERSION).unwrap();
+    let big_id = big.get_cache_identifier::<filecoin_proofs::SectorShape8MiB>().unwrap();
+    use storage_proofs_core::parameter_cache::{metadata_id, parameter_id, verifying_key_id};
+    std::os::unix::fs::symlink(&params, resized.path().join(parameter_id(&big_id))).unwrap();
+    std::fs::copy(&vk, resized.path().join(verifying_key_id(&big_id))).unwrap();
+    std::fs::write(resized.path().join(metadata_id(&big_id)), r#"{"sector_size":2048}"#).unwrap();
+    let bigger = edited(&window, resized.path(), "8mib.json", |t| set_field(t, "sector_size", "8388608"));
+    let stderr = cli_fails(&bigger, ProofKind::WindowPost, resized.path());
+    assert!(stderr.contains("for 2 KiB sectors, not 8 MiB"), "{stderr}");
+
+    // The good directory still works.
+    check_cli(&window, ProofKind::WindowPost);
+}
