@@ -422,7 +422,7 @@ impl Prover {
             self.pipelines.iter().flat_map(|p| p.resident_proving_keys()).collect();
         residents.sort_by_key(|k| Arc::as_ptr(k) as usize);
         let unheld: Vec<Arc<ProvingKey>> = residents
-            .chunk_by(|x, y| Arc::ptr_eq(x, y))
+            .chunk_by(Arc::ptr_eq)
             // A key resident on n devices is held n times by their entries and n times by
             // `residents`; any other holder makes the count larger. Nobody can take a new
             // handle on an unheld key meanwhile: only the devices have one.
