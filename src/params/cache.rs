@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bellperson::groth16::VerifyingKey;
-use blstrs::{Bls12, G1Projective};
+use blstrs::Bls12;
 use serde::{Serialize, Serializer};
 
 use super::ProvingKey;
@@ -29,19 +29,13 @@ use crate::memory::PinLease;
 /// Evicted entries remembered (as cold records, without their keys) for the status report.
 pub const COLD_RECORDS: usize = 64;
 
-/// Domain separation for [`VkDigest`]: a digest of a verifying key is never a hash of anything
-/// else computed with the same function.
-const VK_DIGEST_DST: &[u8] = b"SNARKPIPE-KEY-IDENTITY-V1_BLS12381G1_XMD:SHA-256_SSWU_RO_";
-
 /// A collision-resistant digest of a verifying key as bellperson serializes it
 /// (`VerifyingKey::write`): alpha, beta, gamma, delta and every `ic` point.
 ///
-/// It is BLS12-381's hash to G1 (RFC 9380: SHA-256 through expand_message_xmd, then a map to
-/// the curve and into the prime-order subgroup), compressed to 48 bytes. That is a hash into
-/// a group of order about 2^255, as collision resistant as SHA-256 itself for our use, and it
-/// comes from `blstrs`, which the prover already depends on.
+/// It is SHA-256 of those bytes: two parameter sets share a digest only if their verifying
+/// keys are equal, and a verifying key carries the setup's delta, random per setup.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct VkDigest([u8; 48]);
+pub struct VkDigest([u8; 32]);
 
 impl VkDigest {
     pub fn of(vk: &VerifyingKey<Bls12>) -> VkDigest {
@@ -51,10 +45,11 @@ impl VkDigest {
     }
 
     fn of_bytes(bytes: &[u8]) -> VkDigest {
-        VkDigest(G1Projective::hash_to_curve(bytes, VK_DIGEST_DST, &[]).to_compressed())
+        use sha2::Digest;
+        VkDigest(sha2::Sha256::digest(bytes).into())
     }
 
-    pub fn bytes(&self) -> &[u8; 48] {
+    pub fn bytes(&self) -> &[u8; 32] {
         &self.0
     }
 
@@ -334,7 +329,7 @@ impl KeyCache {
 
 #[cfg(test)]
 mod tests {
-    use blstrs::{G1Affine, G2Affine};
+    use blstrs::{G1Affine, G1Projective, G2Affine};
     use group::prime::PrimeCurveAffine;
     use group::Group;
 
@@ -504,7 +499,7 @@ mod tests {
         assert_eq!(status.entries[0].devices, vec![1]);
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["entries"][0]["tier"], "hot");
-        assert_eq!(json["entries"][0]["identity"]["vk_digest"].as_str().map(str::len), Some(96));
+        assert_eq!(json["entries"][0]["identity"]["vk_digest"].as_str().map(str::len), Some(64));
         assert_eq!(cache.clear().len(), 1);
         assert!(cache.is_empty() && cache.status(|_| Vec::new()).entries.iter().all(|e| e.tier == KeyTier::Cold));
     }
