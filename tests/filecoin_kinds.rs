@@ -37,9 +37,11 @@ fn winning_post() {
     check_kind(&job(ProofKind::WinningPost));
 }
 
+/// The PoRep goes through `snarkpipe prove` in `filecoin_porep2.rs`: proving its 2.7 million
+/// constraints once more here would cost minutes of CI for no path not already covered.
 #[test]
-fn snarkpipe_prove_proves_every_kind() {
-    for kind in ProofKind::ALL {
+fn snarkpipe_prove_proves_the_other_kinds() {
+    for kind in [ProofKind::Snap, ProofKind::WindowPost, ProofKind::WinningPost] {
         check_cli(&job(kind), kind);
     }
 }
