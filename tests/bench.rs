@@ -1,8 +1,10 @@
 //! `snarkpipe bench` as a library call: the warm-up, the streamed partitions and the
-//! one-device comparison of `--scaling`, on the CPU backend with modelled devices.
+//! one-device comparison of `--scaling`, on the CPU backend with modelled devices; and the
+//! bellperson drop-in against the native path (`--api compat`).
 
 use clap::Parser;
-use snarkpipe::bench::{self, BenchArgs, BenchReport};
+use snarkpipe::bench::{self, BenchApi, BenchArgs, BenchReport};
+use snarkpipe::Error;
 
 #[derive(Parser)]
 struct Cli {
@@ -10,12 +12,25 @@ struct Cli {
     args: BenchArgs,
 }
 
-fn bench(flags: &str) -> BenchReport {
+fn try_bench(flags: &str) -> snarkpipe::Result<BenchReport> {
     let seed: u64 = rand::random::<u32>() as u64;
     eprintln!("seed {seed}");
     let line = format!("bench --backend cpu --log-n 8 --seed {seed} {flags}");
     let cli = Cli::parse_from(line.split_whitespace());
-    bench::run(&cli.args).expect("the bench runs")
+    bench::run(&cli.args)
+}
+
+fn bench(flags: &str) -> BenchReport {
+    try_bench(flags).expect("the bench runs")
+}
+
+/// The message of the `Error::Config` the bench fails with for `flags`.
+fn config_error(flags: &str) -> String {
+    match try_bench(flags) {
+        Err(Error::Config(message)) => message,
+        Err(other) => panic!("{flags}: not a configuration error: {other:?}"),
+        Ok(_) => panic!("{flags}: the bench ran"),
+    }
 }
 
 #[test]
@@ -81,4 +96,40 @@ fn prepinned_witnesses_prove_in_place_and_are_released_after_the_run() {
     let copied = bench("--partitions 2 --staging copy --prepin-witnesses");
     assert!(!copied.witnesses_prepinned);
     assert_eq!(copied.verified, 2);
+}
+
+#[test]
+fn compat_calls_load_the_key_once_and_every_proof_verifies() {
+    let report = bench("--api compat --partitions 4 --compat-batch 1");
+    assert_eq!(report.api, BenchApi::Compat);
+    let compat = report.compat.as_ref().expect("--api compat reports the calls");
+    assert_eq!((compat.verified, compat.failed), (4, 0), "{:?}", report.errors);
+    assert_eq!(compat.calls.len(), 4, "one circuit a call");
+    // One mapped file for every call: the first call builds the key, the rest and the native
+    // path's lookup find it.
+    assert_eq!(compat.key_misses, 1, "{compat:?}");
+    assert_eq!(compat.first_call_key_misses, 1);
+    assert!(compat.calls[1..].iter().all(|call| call.key_misses == 0), "{:?}", compat.calls);
+    assert!(compat.key_hits >= 4, "{compat:?}");
+    for ratio in [compat.ratio, compat.ratio_to_native_proving] {
+        assert!(ratio.is_finite() && ratio > 0.0, "{compat:?}");
+    }
+    // The native stream of the same circuits verified too, and the counts add both up.
+    assert_eq!((report.verified, report.failed), (8, 0), "{:?}", report.errors);
+    assert_eq!((report.budget.leaked_bytes, report.pinned.leaked_bytes), (0, 0));
+    assert!(bench::describe(&report).contains("compat"));
+
+    // By default a call takes as many circuits as the prover keeps in flight (4 on one
+    // device), but at most half of them: 5 circuits make calls of 2, 2 and 1.
+    let batched = bench("--api compat --partitions 5");
+    let compat = batched.compat.as_ref().expect("compat figures");
+    assert_eq!(compat.calls.iter().map(|c| c.circuits).collect::<Vec<_>>(), [2, 2, 1]);
+    assert_eq!((compat.verified, compat.key_misses), (5, 1), "{compat:?}");
+}
+
+#[test]
+fn compat_needs_two_calls_and_a_real_setup() {
+    assert!(config_error("--api compat --partitions 1").contains("two calls"));
+    assert!(config_error("--api compat --partitions 4 --compat-batch 4").contains("two calls"));
+    assert!(config_error("--api compat --partitions 2 --keys random").contains("--keys setup"));
 }

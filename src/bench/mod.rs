@@ -2,7 +2,11 @@
 //! happened: time per partition, proofs verified, stage times, overlap, device busy time,
 //! budget and pinned-memory leaks, and injected faults, and the time per partition against
 //! the device floor its arithmetic sets ([`floor`]).
+//!
+//! `--api compat` proves the same synthetic circuits through the bellperson drop-in
+//! ([`compat`]) and natively on the same prover, and compares them.
 
+pub mod compat;
 pub mod floor;
 
 use std::collections::BTreeMap;
@@ -96,6 +100,27 @@ pub struct BenchArgs {
     /// would. The partitions' own pins then find them locked and lock nothing.
     #[arg(long)]
     pub prepin_witnesses: bool,
+    /// Which API proves: `native` streams requests to the bench's own `Prover`; `compat` calls
+    /// `snarkpipe::compat::create_random_proof_batch` as filecoin-proofs calls bellperson (one
+    /// `MappedParameters` for every call, on compat's shared prover, whose configuration is
+    /// its default one: `--workers`, `--in-flight` and `--cpu-devices` do not apply), then
+    /// streams the same circuits natively on that prover, and compares.
+    #[arg(long, value_enum, default_value = "native")]
+    pub api: BenchApi,
+    /// With `--api compat`: circuits per call. The calls prove the `--partitions` circuits in
+    /// turn, this many each (the last call may have fewer); there must be at least two calls.
+    /// Default: as many as the shared prover keeps in flight over its devices, so that a call
+    /// fills the pipeline as the native stream does, but at most half the partitions.
+    #[arg(long)]
+    pub compat_batch: Option<usize>,
+}
+
+/// The API the bench proves through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchApi {
+    Native,
+    Compat,
 }
 
 /// The host's own rates for the two ways of staging, measured in the same run on one
@@ -147,6 +172,7 @@ pub struct BenchReport {
     pub keys: KeyKind,
     pub workers: usize,
     pub in_flight: usize,
+    pub api: BenchApi,
     /// Proofs checked with the pairing (0 with random keys: they cannot verify).
     pub verified: usize,
     pub failed: usize,
@@ -191,6 +217,9 @@ pub struct BenchReport {
     /// The human-readable timeline summary.
     pub timeline_summary: String,
     pub errors: Vec<String>,
+    /// With `--api compat`: the drop-in's calls against the native stream of the same
+    /// circuits (the rest of the report is that native stream's).
+    pub compat: Option<compat::CompatFigures>,
 }
 
 /// Keys resident on one device.
@@ -212,6 +241,9 @@ pub struct StageFigures {
 pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     if args.partitions == 0 {
         return Err(Error::EmptyRequest);
+    }
+    if args.api == BenchApi::Compat {
+        return compat::run(args);
     }
     let spec =
         SyntheticSpec { log_n: args.log_n, num_inputs: 8, profile: args.witness, keys: args.keys, seed: args.seed };
@@ -365,17 +397,9 @@ fn pin_witnesses(prover: &Prover, witnesses: &[Arc<crate::circuit::Witness>]) ->
     Ok(leases)
 }
 
-/// One run on `devices`: a fresh prover, warmed up unless `--no-warm-up`, streams the
-/// partitions, checks every proof and reports. `export` writes the trace and SVG.
-fn run_on(
-    args: &BenchArgs,
-    spec: &SyntheticSpec,
-    key: &Arc<crate::params::ProvingKey>,
-    witnesses: &[Arc<crate::circuit::Witness>],
-    devices: DeviceSelection,
-    export: bool,
-) -> Result<BenchReport> {
-    let config = ProverConfig {
+/// The bench's own prover's configuration, from its flags.
+fn prover_config(args: &BenchArgs, devices: DeviceSelection) -> ProverConfig {
+    ProverConfig {
         backend: args.backend,
         devices,
         workers_per_device: args.workers,
@@ -387,8 +411,45 @@ fn run_on(
         retries: args.retries,
         staging: args.staging,
         ..ProverConfig::default()
-    };
-    let prover = Prover::new(config)?;
+    }
+}
+
+/// Whether the bench may shut the prover it streams on down at the end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ownership {
+    /// The bench's own prover: shut down, so the figures after the run are final.
+    Owned,
+    /// A prover that outlives the bench (compat's shared one): left running.
+    Shared,
+}
+
+/// One run on `devices`: a fresh prover, warmed up unless `--no-warm-up`, streams the
+/// partitions, checks every proof and reports. `export` writes the trace and SVG.
+fn run_on(
+    args: &BenchArgs,
+    spec: &SyntheticSpec,
+    key: &Arc<crate::params::ProvingKey>,
+    witnesses: &[Arc<crate::circuit::Witness>],
+    devices: DeviceSelection,
+    export: bool,
+) -> Result<BenchReport> {
+    let prover = Prover::new(prover_config(args, devices))?;
+    stream_on(&prover, args, spec, key, witnesses, export, Ownership::Owned)
+}
+
+/// The stream of [`run_on`] on `prover`: warmed up unless `--no-warm-up`, every proof checked.
+/// Only what `prover` records from here on counts, so a shared prover's earlier work is left
+/// out of the stage times, the steady state and the exports.
+fn stream_on(
+    prover: &Prover,
+    args: &BenchArgs,
+    spec: &SyntheticSpec,
+    key: &Arc<crate::params::ProvingKey>,
+    witnesses: &[Arc<crate::circuit::Witness>],
+    export: bool,
+    ownership: Ownership,
+) -> Result<BenchReport> {
+    let since = prover.timeline().seconds_since_origin(Instant::now());
     // With `--backend auto` and no GPU, `open_devices` has already said so on stderr.
     let device_free_bytes_before = prover.device_free_bytes();
 
@@ -405,18 +466,18 @@ fn run_on(
         },
     };
     let witness_pins = match args.prepin_witnesses && args.staging == StagingMode::InPlace {
-        true => pin_witnesses(&prover, witnesses)?,
+        true => pin_witnesses(prover, witnesses)?,
         false => Vec::new(),
     };
     let seconds_warm_up = warm_started.elapsed().as_secs_f64();
-    let host_floors = witnesses.first().and_then(|witness| match measure_host_floors(&prover, &witness.a) {
+    let host_floors = witnesses.first().and_then(|witness| match measure_host_floors(prover, &witness.a) {
         Ok(floors) => Some(floors),
         Err(err) => {
             tracing::warn!(%err, "measuring the host's staging rates failed");
             None
         }
     });
-    let device_floor = witnesses.first().and_then(|witness| match measure_device_floor(&prover, witness, args.log_n) {
+    let device_floor = witnesses.first().and_then(|witness| match measure_device_floor(prover, witness, args.log_n) {
         Ok(floor) => floor,
         Err(err) => {
             tracing::warn!(%err, "measuring the device's multiplication rates failed");
@@ -434,8 +495,8 @@ fn run_on(
     });
     let devices = prover.device_count();
     // Enough requests queued that no device waits for the next submission.
-    let outstanding = (args.in_flight + 1) * devices;
-    let streamed = stream_partitions(&prover, key, spec, witnesses, args.partitions, outstanding, bar.as_ref())?;
+    let outstanding = (prover.config().in_flight + 1) * devices;
+    let streamed = stream_partitions(prover, key, spec, witnesses, args.partitions, outstanding, bar.as_ref())?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -469,52 +530,26 @@ fn run_on(
         }
     }
 
-    let timeline = prover.timeline().snapshot();
-    if export {
-        if let Some(path) = &args.trace {
-            chrome::write_chrome_trace(&timeline, path)?;
-        }
-        if let Some(path) = &args.timeline {
-            svg::write_svg(&timeline, path)?;
-        }
-    }
-    let summary = summary::summarize(&timeline);
-    let steady = steady_state(&timeline);
-
-    let residency = prover
-        .residency()
-        .into_iter()
-        .enumerate()
-        .map(|(device, (keys, bytes))| ResidencyFigures { device, keys, bytes })
-        .collect();
     // The bench's own witness leases go first: what is left pinned then is a leak.
     drop(witness_pins);
-    let reports = prover.budget_reports()?;
-    let leaked_bytes = prover.budget_leaked_bytes()?;
-    let pinned_leaked = prover.pinned_leaked_bytes();
-    prover.evict_all_keys();
-    let after_eviction = prover.budget_reports()?;
-    let back_to_capacity = after_eviction.iter().all(|r| r.in_use_bytes == 0 && r.waiting == 0);
+    let after = after_run(prover, args, since, export, ownership)?;
     let faults = FaultFigures {
-        injected: prover.faults().injected(),
+        injected: after.injected,
         failed_partitions: failed,
         cascaded,
-        by_site: prover.faults().injected_by_site(),
+        by_site: after.injected_by_site.clone(),
     };
-    let backend = prover.backend();
-    prover.shutdown(Shutdown::Drain);
-    let device_bytes_after = prover.device_allocated_bytes();
-    let device_free_bytes_after = prover.device_free_bytes();
 
     Ok(BenchReport {
-        backend,
+        backend: after.backend,
         devices,
         partitions: args.partitions,
         log_n: args.log_n,
         witness: args.witness,
         keys: args.keys,
-        workers: args.workers,
-        in_flight: args.in_flight,
+        workers: prover.config().workers_per_device,
+        in_flight: prover.config().in_flight,
+        api: args.api,
         verified,
         failed,
         proofs_checked,
@@ -524,9 +559,87 @@ fn run_on(
         warm_up_error,
         seconds_total,
         seconds_per_partition: seconds_total / args.partitions as f64,
-        steady_state: steady,
+        steady_state: after.steady_state,
         scaling: None,
+        stages: after.stages,
+        overlap_fraction: after.overlap_fraction,
+        busy_fraction: after.busy_fraction,
+        budget: after.budget,
+        pinned: after.pinned,
+        faults,
+        device_bytes_after: after.device_bytes_after,
+        device_free_bytes_before,
+        device_free_bytes_after: after.device_free_bytes_after,
+        residency: after.residency,
+        staging: args.staging,
+        witnesses_prepinned: args.prepin_witnesses && args.staging == StagingMode::InPlace,
+        host_floors,
+        device_floor,
+        timeline_summary: after.timeline_summary,
+        idle_gaps: after.idle_gaps,
+        errors,
+        compat: None,
+    })
+}
+
+/// What a prover's timeline and state say once a run is over.
+struct AfterRun {
+    backend: BackendKind,
+    stages: BTreeMap<String, StageFigures>,
+    steady_state: SteadyState,
+    overlap_fraction: f64,
+    busy_fraction: BTreeMap<String, f64>,
+    budget: BudgetFigures,
+    pinned: PinnedFigures,
+    injected: u64,
+    injected_by_site: BTreeMap<String, u64>,
+    device_bytes_after: Vec<u64>,
+    device_free_bytes_after: Vec<Option<u64>>,
+    residency: Vec<ResidencyFigures>,
+    idle_gaps: Vec<summary::IdleGap>,
+    timeline_summary: String,
+}
+
+/// Summarizes what `prover` recorded from `since` (seconds from its timeline's origin) on,
+/// writes the trace and SVG when `export`, checks the budget and pins for leaks, evicts the
+/// resident keys and checks the budget is whole again, and shuts an owned prover down. Every
+/// partition must be finished and every lease the caller took dropped first: what is still
+/// granted or pinned then counts as a leak.
+fn after_run(prover: &Prover, args: &BenchArgs, since: f64, export: bool, ownership: Ownership) -> Result<AfterRun> {
+    let mut timeline = prover.timeline().snapshot();
+    timeline.spans.retain(|span| span.start_s >= since);
+    if export {
+        if let Some(path) = &args.trace {
+            chrome::write_chrome_trace(&timeline, path)?;
+        }
+        if let Some(path) = &args.timeline {
+            svg::write_svg(&timeline, path)?;
+        }
+    }
+    let summary = summary::summarize(&timeline);
+    let steady_state = steady_state(&timeline);
+    let residency = prover
+        .residency()
+        .into_iter()
+        .enumerate()
+        .map(|(device, (keys, bytes))| ResidencyFigures { device, keys, bytes })
+        .collect();
+    let reports = prover.budget_reports()?;
+    let leaked_bytes = prover.budget_leaked_bytes()?;
+    let pinned_leaked = prover.pinned_leaked_bytes();
+    prover.evict_all_keys();
+    let after_eviction = prover.budget_reports()?;
+    let back_to_capacity = after_eviction.iter().all(|r| r.in_use_bytes == 0 && r.waiting == 0);
+    let injected = prover.faults().injected();
+    let injected_by_site = prover.faults().injected_by_site();
+    let backend = prover.backend();
+    if ownership == Ownership::Owned {
+        prover.shutdown(Shutdown::Drain);
+    }
+    Ok(AfterRun {
+        backend,
         stages: summary.stage_seconds.iter().map(|(k, v)| (k.clone(), StageFigures { seconds: *v })).collect(),
+        steady_state,
         overlap_fraction: summary.overlap_fraction,
         busy_fraction: summary.busy_fraction.iter().map(|(d, f)| (format!("gpu{d}"), *f)).collect(),
         budget: BudgetFigures {
@@ -536,18 +649,13 @@ fn run_on(
             back_to_capacity,
         },
         pinned: PinnedFigures { leaked_bytes: pinned_leaked },
-        faults,
-        device_bytes_after,
-        device_free_bytes_before,
-        device_free_bytes_after,
+        injected,
+        injected_by_site,
+        device_bytes_after: prover.device_allocated_bytes(),
+        device_free_bytes_after: prover.device_free_bytes(),
         residency,
-        staging: args.staging,
-        witnesses_prepinned: args.prepin_witnesses && args.staging == StagingMode::InPlace,
-        host_floors,
-        device_floor,
         timeline_summary: summary.to_string(),
         idle_gaps: summary.idle_gaps,
-        errors,
     })
 }
 
@@ -618,6 +726,27 @@ pub fn describe(report: &BenchReport) -> String {
         "snarkpipe bench: {} partitions of 2^{} ({:?} witness, {:?} keys) on {} {:?} device(s), {} workers\n",
         report.partitions, report.log_n, report.witness, report.keys, report.devices, report.backend, report.workers
     );
+    if let Some(compat) = &report.compat {
+        out += &format!(
+            "  compat ({}, {} circuit(s) a call, {} calls): first call {:.3} s ({} key miss(es); {:.3} s beyond a steady call), \
+             steady {:.3} s per partition; native {:.3} s per partition ({:.3} synthesis + {:.3} proving): \
+             ratio {:.3} with synthesis on both sides, {:.3} to native proving alone; {} compat proofs verified, {} failed\n",
+            compat.call,
+            compat.batch,
+            compat.calls.len(),
+            compat.first_call_seconds,
+            compat.first_call_key_misses,
+            compat.first_call_extra_seconds,
+            compat.steady_seconds_per_partition,
+            compat.native_seconds_per_partition,
+            compat.native_synthesis_seconds_per_partition,
+            compat.native_proving_seconds_per_partition,
+            compat.ratio,
+            compat.ratio_to_native_proving,
+            compat.verified,
+            compat.failed
+        );
+    }
     out += &format!(
         "  key {:.1} s, warm-up {:.1} s ({} bytes of staging pinned)\n",
         report.seconds_key, report.seconds_warm_up, report.staging_bytes_pinned
