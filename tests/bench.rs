@@ -1,6 +1,7 @@
 //! `snarkpipe bench` as a library call: the warm-up, the streamed partitions and the
-//! one-device comparison of `--scaling`, on the CPU backend with modelled devices; and the
-//! bellperson drop-in against the native path (`--api compat`).
+//! one-device comparison of `--scaling`, on the CPU backend with modelled devices; the
+//! bellperson drop-in against the native path (`--api compat`); and the flags a Filecoin
+//! `--circuit` cannot go without.
 
 use clap::Parser;
 use snarkpipe::bench::{self, BenchApi, BenchArgs, BenchReport};
@@ -132,4 +133,17 @@ fn compat_needs_two_calls_and_a_real_setup() {
     assert!(config_error("--api compat --partitions 1").contains("two calls"));
     assert!(config_error("--api compat --partitions 4 --compat-batch 4").contains("two calls"));
     assert!(config_error("--api compat --partitions 2 --keys random").contains("--keys setup"));
+}
+
+#[test]
+fn a_filecoin_circuit_without_its_job_or_parameters_is_refused_by_name() {
+    let neither = config_error("--circuit porep");
+    assert!(neither.contains("--job") && neither.contains("needs --job"), "{neither}");
+    assert!(neither.contains("--params-dir DIR (its parameter directory)"), "{neither}");
+    let no_job = config_error("--circuit window-post --params-dir /nonexistent");
+    assert!(no_job.contains("needs --job") && !no_job.contains("(its parameter directory)"), "{no_job}");
+    let no_params = config_error("--circuit snap --job /nonexistent.json");
+    assert!(no_params.contains("needs --params-dir") && !no_params.contains("--job FILE"), "{no_params}");
+    // The drop-in proves synthetic circuits only.
+    assert!(config_error("--circuit porep --api compat").contains("synthetic"));
 }

@@ -4,9 +4,13 @@
 //! the device floor its arithmetic sets ([`floor`]).
 //!
 //! `--api compat` proves the same synthetic circuits through the bellperson drop-in
-//! ([`compat`]) and natively on the same prover, and compares them.
+//! ([`compat`]) and natively on the same prover, and compares them. `--circuit` other than
+//! `synthetic` proves a real Filecoin job made by `snarkpipe fixtures` on snarkpipe and on
+//! bellperson (`filecoin`, with the `filecoin` feature).
 
 pub mod compat;
+#[cfg(feature = "filecoin")]
+pub mod filecoin;
 pub mod floor;
 
 use std::collections::BTreeMap;
@@ -113,6 +117,17 @@ pub struct BenchArgs {
     /// fills the pipeline as the native stream does, but at most half the partitions.
     #[arg(long)]
     pub compat_batch: Option<usize>,
+    /// What is proven: synthetic partitions of 2^log_n, or a real Filecoin job (`--job`, with
+    /// its parameters in `--params-dir`), proven `--partitions` times (repetitions).
+    #[arg(long, value_enum, default_value = "synthetic")]
+    pub circuit: BenchCircuit,
+    /// With a Filecoin `--circuit`: the parameter directory `snarkpipe fixtures` generated
+    /// (it becomes filecoin-proofs' parameter cache for this process).
+    #[arg(long)]
+    pub params_dir: Option<PathBuf>,
+    /// With a Filecoin `--circuit`: the vanilla job file `snarkpipe fixtures` wrote.
+    #[arg(long)]
+    pub job: Option<PathBuf>,
 }
 
 /// The API the bench proves through.
@@ -121,6 +136,29 @@ pub struct BenchArgs {
 pub enum BenchApi {
     Native,
     Compat,
+}
+
+/// What the bench proves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchCircuit {
+    Synthetic,
+    Porep,
+    Snap,
+    WindowPost,
+    WinningPost,
+}
+
+impl BenchCircuit {
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchCircuit::Synthetic => "synthetic",
+            BenchCircuit::Porep => "porep",
+            BenchCircuit::Snap => "snap",
+            BenchCircuit::WindowPost => "window-post",
+            BenchCircuit::WinningPost => "winning-post",
+        }
+    }
 }
 
 /// The host's own rates for the two ways of staging, measured in the same run on one
@@ -173,7 +211,9 @@ pub struct BenchReport {
     pub workers: usize,
     pub in_flight: usize,
     pub api: BenchApi,
-    /// Proofs checked with the pairing (0 with random keys: they cannot verify).
+    pub circuit: BenchCircuit,
+    /// Proofs checked with the pairing (0 with random keys: they cannot verify). With a
+    /// Filecoin `--circuit`: whole proofs (all the job's partitions) filecoin-proofs accepted.
     pub verified: usize,
     pub failed: usize,
     pub proofs_checked: bool,
@@ -220,6 +260,9 @@ pub struct BenchReport {
     /// With `--api compat`: the drop-in's calls against the native stream of the same
     /// circuits (the rest of the report is that native stream's).
     pub compat: Option<compat::CompatFigures>,
+    /// With a Filecoin `--circuit`: the job's figures on snarkpipe and on bellperson.
+    #[cfg(feature = "filecoin")]
+    pub filecoin: Option<filecoin::FilecoinFigures>,
 }
 
 /// Keys resident on one device.
@@ -241,6 +284,16 @@ pub struct StageFigures {
 pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     if args.partitions == 0 {
         return Err(Error::EmptyRequest);
+    }
+    if args.circuit != BenchCircuit::Synthetic {
+        if args.api == BenchApi::Compat {
+            return Err(Error::Config(format!(
+                "--api compat proves synthetic circuits; --circuit {} is proven through snarkpipe::filecoin",
+                args.circuit.name()
+            )));
+        }
+        let (job, params_dir) = filecoin_inputs(args)?;
+        return run_filecoin(args, &job, &params_dir);
     }
     if args.api == BenchApi::Compat {
         return compat::run(args);
@@ -286,6 +339,37 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         });
     }
     Ok(report)
+}
+
+/// The job file and parameter directory a Filecoin `--circuit` needs; a missing flag is an
+/// [`Error::Config`] naming it, before anything is read.
+fn filecoin_inputs(args: &BenchArgs) -> Result<(PathBuf, PathBuf)> {
+    let mut missing = Vec::new();
+    if args.job.is_none() {
+        missing.push("--job FILE (a vanilla job file)");
+    }
+    if args.params_dir.is_none() {
+        missing.push("--params-dir DIR (its parameter directory)");
+    }
+    match (&args.job, &args.params_dir) {
+        (Some(job), Some(dir)) => Ok((job.clone(), dir.clone())),
+        _ => Err(Error::Config(format!(
+            "--circuit {} needs {}, as `snarkpipe fixtures --params-dir DIR --out JOBS --kinds {}` makes them",
+            args.circuit.name(),
+            missing.join(" and "),
+            args.circuit.name()
+        ))),
+    }
+}
+
+#[cfg(feature = "filecoin")]
+fn run_filecoin(args: &BenchArgs, job: &std::path::Path, params_dir: &std::path::Path) -> Result<BenchReport> {
+    filecoin::run(args, job, params_dir)
+}
+
+#[cfg(not(feature = "filecoin"))]
+fn run_filecoin(args: &BenchArgs, _job: &std::path::Path, _params_dir: &std::path::Path) -> Result<BenchReport> {
+    Err(Error::Config(format!("--circuit {} needs snarkpipe built with the `filecoin` feature", args.circuit.name())))
 }
 
 /// The single-device run of `--scaling`, against which the full run is compared.
@@ -550,6 +634,7 @@ fn stream_on(
         workers: prover.config().workers_per_device,
         in_flight: prover.config().in_flight,
         api: args.api,
+        circuit: args.circuit,
         verified,
         failed,
         proofs_checked,
@@ -579,6 +664,8 @@ fn stream_on(
         idle_gaps: after.idle_gaps,
         errors,
         compat: None,
+        #[cfg(feature = "filecoin")]
+        filecoin: None,
     })
 }
 
@@ -722,10 +809,23 @@ pub fn steady_state(timeline: &crate::timeline::Timeline) -> SteadyState {
 
 /// The human summary printed without `--json`.
 pub fn describe(report: &BenchReport) -> String {
-    let mut out = format!(
-        "snarkpipe bench: {} partitions of 2^{} ({:?} witness, {:?} keys) on {} {:?} device(s), {} workers\n",
-        report.partitions, report.log_n, report.witness, report.keys, report.devices, report.backend, report.workers
-    );
+    let mut out = String::new();
+    #[cfg(feature = "filecoin")]
+    if let Some(fc) = &report.filecoin {
+        out += &filecoin_lines(report, fc);
+    }
+    if out.is_empty() {
+        out = format!(
+            "snarkpipe bench: {} partitions of 2^{} ({:?} witness, {:?} keys) on {} {:?} device(s), {} workers\n",
+            report.partitions,
+            report.log_n,
+            report.witness,
+            report.keys,
+            report.devices,
+            report.backend,
+            report.workers
+        );
+    }
     if let Some(compat) = &report.compat {
         out += &format!(
             "  compat ({}, {} circuit(s) a call, {} calls): first call {:.3} s ({} key miss(es); {:.3} s beyond a steady call), \
@@ -812,6 +912,49 @@ pub fn describe(report: &BenchReport) -> String {
             report.faults.injected, report.faults.failed_partitions, report.faults.cascaded
         );
     }
+    out
+}
+
+/// The lines a Filecoin `--circuit` run starts its summary with.
+#[cfg(feature = "filecoin")]
+fn filecoin_lines(report: &BenchReport, fc: &filecoin::FilecoinFigures) -> String {
+    let mut out = format!(
+        "snarkpipe bench: {} job {} ({} partition(s) of {} constraints), {} repetition(s) on {} {:?} device(s), {} workers\n",
+        fc.kind,
+        fc.job.display(),
+        fc.partitions_per_proof,
+        fc.constraints_per_partition,
+        fc.repetitions,
+        report.devices,
+        report.backend,
+        report.workers
+    );
+    out += &format!(
+        "  first repetition: key load {:.3} s ({} key miss(es)); {} key miss(es) in all\n",
+        fc.first_key_load_seconds, fc.first_key_misses, fc.key_misses
+    );
+    out += &format!(
+        "  per partition{}: synthesis {:.3}, queue {:.3}, gpu {:.3}, key {:.3} s; synthesis + queue + gpu {:.3} s; verify {:.3} s a proof\n",
+        if fc.runs.len() > 1 { " from the second repetition on" } else { "" },
+        fc.synthesis_seconds_per_partition,
+        fc.queue_seconds_per_partition,
+        fc.gpu_seconds_per_partition,
+        fc.key_load_seconds_per_partition,
+        fc.snarkpipe_total_seconds_per_partition,
+        fc.verify_seconds_per_proof
+    );
+    match (fc.bellperson_total_seconds_per_partition, fc.speedup_over_bellperson) {
+        (Some(total), Some(speedup)) => {
+            out += &format!(
+                "  bellperson on this machine's CPU (synthesis + proving): {total:.3} s per partition; snarkpipe {speedup:.2}x faster\n"
+            )
+        }
+        _ => out += "  bellperson: no figure (its runs failed)\n",
+    }
+    out += &format!(
+        "  filecoin-proofs accepted {} of {} proof(s) ({} failed); bellperson {} accepted, {} failed\n",
+        fc.verified, fc.repetitions, fc.failed, fc.bellperson_verified, fc.bellperson_failed
+    );
     out
 }
 
