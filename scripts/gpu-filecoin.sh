@@ -10,6 +10,8 @@
 #   prove     snarkpipe prove --backend cuda --json on each kind's job
 #   bench     snarkpipe bench --backend cuda --circuit KIND --job ... --partitions REPS (3)
 #   compat    snarkpipe bench --backend cuda --api compat --log-n 24 --keys setup --partitions 6
+#             (COMPAT_PARTITIONS, COMPAT_LOG_N; COMPAT_BATCH circuits a call, default the bench's:
+#             as many as the prover keeps in flight, at most half, so 3 here: two calls)
 # Each step is logged and bounded by `timeout`; a failed or timed-out step is logged and the
 # next one runs. BUDGET (default 570 s) bounds the whole script: each step gets what is left,
 # up to its own cap, so the call returns with what it has.
@@ -108,7 +110,7 @@ for s in ${STEPS:-fixtures prove bench compat}; do
     compat)
       step "bench compat" "${COMPAT_CAP:-300}" "$out/bench-compat.json" \
         "$bin" bench --backend cuda --json --api compat --log-n "${COMPAT_LOG_N:-24}" --keys setup \
-        --partitions "${COMPAT_PARTITIONS:-6}" --compat-batch "${COMPAT_BATCH:-1}"
+        --partitions "${COMPAT_PARTITIONS:-6}" ${COMPAT_BATCH:+--compat-batch "$COMPAT_BATCH"}
       fold compat "$out/bench-compat.json" "$out/bench.jsonl" ;;
     *) echo "UNKNOWN STEP: $s" >>"$log" ;;
   esac
