@@ -151,7 +151,9 @@ fn bad_parameter_directories_get_typed_errors_naming_the_file() {
     let stderr = cli_fails(&window, ProofKind::WindowPost, truncated.path());
     assert!(stderr.contains(&file_name(&params)), "{stderr}");
 
-    // A .vk of another circuit beside the .params.
+    // A .vk of another circuit beside the .params (the Winning PoSt's: made here if no test
+    // has made it yet).
+    job(ProofKind::WinningPost);
     let mismatched = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(&params, mismatched.path().join(file_name(&params))).unwrap();
     let winning_config = snarkpipe::filecoin::fixtures::post_config_2kib(PoStType::Winning).unwrap();
