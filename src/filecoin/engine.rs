@@ -380,8 +380,7 @@ impl<'p> FilecoinProver<'p> {
             .par_iter()
             .enumerate()
             .map(|(k, vanilla)| {
-                let circuit = P::circuit(public_inputs, C::ComponentPrivateInputs::default(), vanilla, public_params, Some(k))
-                    .map_err(|e| filecoin_error(&format!("building partition {k}'s circuit"), e))?;
+                let circuit = partition_circuit::<S, C, P>(public_inputs, vanilla, public_params, k)?;
                 Witness::synthesize(circuit, SatisfactionCheck::Off).map(Arc::new)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -446,10 +445,7 @@ impl<'p> FilecoinProver<'p> {
         let circuits = vanilla_proofs
             .par_iter()
             .enumerate()
-            .map(|(k, vanilla)| {
-                P::circuit(public_inputs, C::ComponentPrivateInputs::default(), vanilla, public_params, Some(k))
-                    .map_err(|e| filecoin_error(&format!("building partition {k}'s circuit"), e))
-            })
+            .map(|(k, vanilla)| partition_circuit::<S, C, P>(public_inputs, vanilla, public_params, k))
             .collect::<Result<Vec<C>>>()?;
         let partitions = circuits.len();
         let (r, s) = self.blinding(partitions);
@@ -476,6 +472,26 @@ impl<'p> FilecoinProver<'p> {
             Err(Error::ProofRejected { kind: proven.kind.name() })
         }
     }
+}
+
+/// Partition `k`'s circuit, built as `CompoundProof::circuit_proofs` builds it: from the whole
+/// public inputs, default component inputs and the partition's vanilla proof.
+fn partition_circuit<'a, S, C, P>(
+    public_inputs: &S::PublicInputs,
+    vanilla: &S::Proof,
+    public_params: &S::PublicParams,
+    k: usize,
+) -> Result<C>
+where
+    S: ProofScheme<'a>,
+    S::Proof: Sync + Send,
+    S::PublicParams: ParameterSetMetadata + Sync + Send,
+    S::PublicInputs: Clone + Sync,
+    C: Circuit<Scalar> + CircuitComponent + Send,
+    P: CompoundProof<'a, S, C>,
+{
+    P::circuit(public_inputs, C::ComponentPrivateInputs::default(), vanilla, public_params, Some(k))
+        .map_err(|e| filecoin_error(&format!("building partition {k}'s circuit"), e))
 }
 
 /// filecoin-proofs' identifier of a compound proof's circuit, which names its parameter files.
