@@ -104,7 +104,10 @@ fn bad_vanilla_files_get_typed_errors_and_the_prover_goes_on() {
     match prove(&bigger) {
         Err(Error::MissingParams { what, expected, .. }) => {
             assert!(what.contains("8 MiB"), "{what}");
-            assert!(expected.starts_with("v28-proof-of-spacetime-fallback") && expected.ends_with(".params"), "{expected}");
+            assert!(
+                expected.starts_with("v28-proof-of-spacetime-fallback") && expected.ends_with(".params"),
+                "{expected}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -165,7 +168,9 @@ fn bad_parameter_directories_get_typed_errors_naming_the_file() {
 
     // Parameters of another sector size under this size's name: their .meta says so.
     let resized = tempfile::tempdir().unwrap();
-    let big = snarkpipe::filecoin::post_config(PoStType::Window, 8 << 20, snarkpipe::filecoin::fixtures::POST_API_VERSION).unwrap();
+    let big =
+        snarkpipe::filecoin::post_config(PoStType::Window, 8 << 20, snarkpipe::filecoin::fixtures::POST_API_VERSION)
+            .unwrap();
     let big_id = big.get_cache_identifier::<filecoin_proofs::SectorShape8MiB>().unwrap();
     use storage_proofs_core::parameter_cache::{metadata_id, parameter_id, verifying_key_id};
     std::os::unix::fs::symlink(&params, resized.path().join(parameter_id(&big_id))).unwrap();

@@ -172,13 +172,18 @@ impl<'p> FilecoinProver<'p> {
     ) -> Result<ProvenKind> {
         let started = Instant::now();
         if porep_config.feature_enabled(ApiFeature::NonInteractivePoRep) {
-            return Err(Error::Filecoin("non-interactive PoRep aggregates its proofs; snarkpipe proves interactive PoRep only".into()));
+            return Err(Error::Filecoin(
+                "non-interactive PoRep aggregates its proofs; snarkpipe proves interactive PoRep only".into(),
+            ));
         }
         let SealCommitPhase1Output { vanilla_proofs, comm_d, comm_r, replica_id, seed, ticket } = phase1_output;
         refuse(comm_d == [0; 32], "the C1 output's comm_d is all zeros")?;
         refuse(comm_r == [0; 32], "the C1 output's comm_r is all zeros")?;
         refuse(seed == [0; 32], "the C1 output's seed is all zeros")?;
-        refuse(vanilla_proofs.is_empty() || vanilla_proofs.iter().any(|p| p.is_empty()), "the C1 output holds no vanilla proofs")?;
+        refuse(
+            vanilla_proofs.is_empty() || vanilla_proofs.iter().any(|p| p.is_empty()),
+            "the C1 output holds no vanilla proofs",
+        )?;
         let partitions = usize::from(porep_config.partitions);
         refuse(
             vanilla_proofs.len() != partitions,
@@ -187,21 +192,29 @@ impl<'p> FilecoinProver<'p> {
         let public_inputs = stacked::PublicInputs {
             replica_id,
             tau: Some(stacked::Tau {
-                comm_d: as_safe_commitment::<DefaultPieceDomain, _>(&comm_d, "comm_d").map_err(|e| filecoin_error("C1 output", e))?,
+                comm_d: as_safe_commitment::<DefaultPieceDomain, _>(&comm_d, "comm_d")
+                    .map_err(|e| filecoin_error("C1 output", e))?,
                 comm_r: as_safe_commitment(&comm_r, "comm_r").map_err(|e| filecoin_error("C1 output", e))?,
             }),
             k: None,
             seed: Some(seed),
         };
         let setup = compound_proof::SetupParams {
-            vanilla_params: filecoin_proofs::parameters::setup_params(porep_config).map_err(|e| filecoin_error("PoRep setup", e))?,
+            vanilla_params: filecoin_proofs::parameters::setup_params(porep_config)
+                .map_err(|e| filecoin_error("PoRep setup", e))?,
             partitions: Some(partitions),
             priority: false,
         };
         let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::setup(&setup)
             .map_err(|e| filecoin_error("PoRep public parameters", e))?;
         let sector_size = u64::from(porep_config.sector_size);
-        let files = self.files("PoRep", sector_size, cache_id::<StackedCompound<Tree, DefaultPieceHasher>, stacked::StackedCircuit<Tree, DefaultPieceHasher>, _>(&public_params.vanilla_params))?;
+        let files = self.files(
+            "PoRep",
+            sector_size,
+            cache_id::<StackedCompound<Tree, DefaultPieceHasher>, stacked::StackedCircuit<Tree, DefaultPieceHasher>, _>(
+                &public_params.vanilla_params,
+            ),
+        )?;
         let proven = self.prove_compound::<_, _, StackedCompound<Tree, DefaultPieceHasher>>(
             ProofKind::Porep,
             &files,
@@ -252,14 +265,21 @@ impl<'p> FilecoinProver<'p> {
         let setup = compound_proof::SetupParams { vanilla_params, partitions, priority: post_config.priority };
         let public_params = <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::setup(&setup)
             .map_err(|e| filecoin_error("PoSt public parameters", e))?;
-        let sectors: Vec<_> = vanilla_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
+        let sectors: Vec<_> =
+            vanilla_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
         let public_inputs =
             fallback::PublicInputs { randomness: randomness_safe, prover_id: prover_id_safe, sectors, k: None };
         // The parameters are looked up before the vanilla proofs are checked: a missing file
         // is the cheaper and the clearer error.
         let sector_size = u64::from(post_config.sector_size);
         let what = if kind == ProofKind::WindowPost { "Window PoSt" } else { "Winning PoSt" };
-        let files = self.files(what, sector_size, cache_id::<FallbackPoStCompound<Tree>, fallback::FallbackPoStCircuit<Tree>, _>(&public_params.vanilla_params))?;
+        let files = self.files(
+            what,
+            sector_size,
+            cache_id::<FallbackPoStCompound<Tree>, fallback::FallbackPoStCircuit<Tree>, _>(
+                &public_params.vanilla_params,
+            ),
+        )?;
         let partitioned = partition_vanilla_proofs(
             post_config,
             &public_params.vanilla_params,
@@ -304,10 +324,15 @@ impl<'p> FilecoinProver<'p> {
         let partitions = usize::from(config.update_partitions);
         refuse(
             vanilla_proofs.len() != partitions,
-            &format!("a {} update has {partitions} partitions, the vanilla proofs {}", sector_size_name(u64::from(config.sector_size)), vanilla_proofs.len()),
+            &format!(
+                "a {} update has {partitions} partitions, the vanilla proofs {}",
+                sector_size_name(u64::from(config.sector_size)),
+                vanilla_proofs.len()
+            ),
         )?;
         let domain = |c: &Commitment, name: &str| {
-            <TreeRHasher as Hasher>::Domain::try_from_bytes(c).map_err(|e| filecoin_error(&format!("the update's {name}"), e))
+            <TreeRHasher as Hasher>::Domain::try_from_bytes(c)
+                .map_err(|e| filecoin_error(&format!("the update's {name}"), e))
         };
         let public_inputs = storage_proofs_update::PublicInputs {
             k: partitions,
@@ -322,10 +347,17 @@ impl<'p> FilecoinProver<'p> {
             partitions: Some(partitions),
             priority: false,
         };
-        let public_params = <EmptySectorUpdateCompound<Tree> as CompoundProof<_, EmptySectorUpdateCircuit<Tree>>>::setup(&setup)
-            .map_err(|e| filecoin_error("SnapDeals public parameters", e))?;
+        let public_params =
+            <EmptySectorUpdateCompound<Tree> as CompoundProof<_, EmptySectorUpdateCircuit<Tree>>>::setup(&setup)
+                .map_err(|e| filecoin_error("SnapDeals public parameters", e))?;
         let sector_size = u64::from(config.sector_size);
-        let files = self.files("SnapDeals", sector_size, cache_id::<EmptySectorUpdateCompound<Tree>, EmptySectorUpdateCircuit<Tree>, _>(&public_params.vanilla_params))?;
+        let files = self.files(
+            "SnapDeals",
+            sector_size,
+            cache_id::<EmptySectorUpdateCompound<Tree>, EmptySectorUpdateCircuit<Tree>, _>(
+                &public_params.vanilla_params,
+            ),
+        )?;
         let proven = self.prove_compound::<_, _, EmptySectorUpdateCompound<Tree>>(
             ProofKind::Snap,
             &files,
@@ -339,7 +371,12 @@ impl<'p> FilecoinProver<'p> {
     }
 
     fn files(&self, what: &str, sector_size: u64, cache_id: String) -> Result<ParamFiles> {
-        let files = ParamFiles::new(format!("{what} {}", sector_size_name(sector_size)), &self.params_dir, &cache_id, sector_size);
+        let files = ParamFiles::new(
+            format!("{what} {}", sector_size_name(sector_size)),
+            &self.params_dir,
+            &cache_id,
+            sector_size,
+        );
         files.require_params()?;
         Ok(files)
     }
@@ -386,7 +423,8 @@ impl<'p> FilecoinProver<'p> {
             .collect::<Result<Vec<_>>>()?;
         timings.synthesis = synthesizing.elapsed().as_secs_f64();
         let partitions = witnesses.len();
-        let shape = witnesses.first().map(|w| w.shape()).ok_or_else(|| Error::Filecoin("no partitions to prove".into()))?;
+        let shape =
+            witnesses.first().map(|w| w.shape()).ok_or_else(|| Error::Filecoin("no partitions to prove".into()))?;
         let constraints = shape.num_constraints;
 
         let loading = Instant::now();
@@ -580,7 +618,12 @@ pub fn generate_empty_sector_update_proof_with_vanilla<Tree: 'static + MerkleTre
     comm_d_new: Commitment,
 ) -> Result<EmptySectorUpdateProof> {
     let prover = crate::compat::default_prover()?;
-    let proven =
-        FilecoinProver::new(prover).empty_sector_update(porep_config, vanilla_proofs, comm_r_old, comm_r_new, comm_d_new)?;
+    let proven = FilecoinProver::new(prover).empty_sector_update(
+        porep_config,
+        vanilla_proofs,
+        comm_r_old,
+        comm_r_new,
+        comm_d_new,
+    )?;
     Ok(EmptySectorUpdateProof(proven.bytes))
 }

@@ -12,16 +12,16 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ff::{Field, PrimeField};
-use storage_proofs_core::api_version::ApiVersion;
 use filecoin_proofs::{
-    add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs,
-    generate_piece_commitment, generate_single_vanilla_proof, seal_commit_phase1, seal_pre_commit_phase1,
-    seal_pre_commit_phase2, validate_cache_for_commit, Commitment, DefaultPieceHasher,
-    FallbackPoStSectorProof, PaddedBytesAmount, PieceInfo, PoRepConfig, PoStConfig, PoStType, PrivateReplicaInfo,
-    SealCommitPhase1Output, SectorShape2KiB, SectorUpdateConfig, UnpaddedBytesAmount, SECTOR_SIZE_2_KIB,
+    add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs, generate_piece_commitment,
+    generate_single_vanilla_proof, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2,
+    validate_cache_for_commit, Commitment, DefaultPieceHasher, FallbackPoStSectorProof, PaddedBytesAmount, PieceInfo,
+    PoRepConfig, PoStConfig, PoStType, PrivateReplicaInfo, SealCommitPhase1Output, SectorShape2KiB, SectorUpdateConfig,
+    UnpaddedBytesAmount, SECTOR_SIZE_2_KIB,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
+use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::sector::SectorId;
 use storage_proofs_porep::stacked::StackedCompound;
@@ -81,10 +81,16 @@ pub fn ensure_porep_params(config: &PoRepConfig) -> Result<Duration> {
         .map_err(|e| filecoin_error("PoRep public parameters", e))?;
     let started = Instant::now();
     let mut rng = ChaCha20Rng::seed_from_u64(0x5EA1);
-    <StackedCompound<Tree2KiB, DefaultPieceHasher> as CompoundProof<_, _>>::groth_params(Some(&mut rng), &public_params)
-        .map_err(|e| filecoin_error("generating PoRep parameters", e))?;
-    <StackedCompound<Tree2KiB, DefaultPieceHasher> as CompoundProof<_, _>>::verifying_key(Some(&mut rng), &public_params)
-        .map_err(|e| filecoin_error("writing the PoRep verifying key", e))?;
+    <StackedCompound<Tree2KiB, DefaultPieceHasher> as CompoundProof<_, _>>::groth_params(
+        Some(&mut rng),
+        &public_params,
+    )
+    .map_err(|e| filecoin_error("generating PoRep parameters", e))?;
+    <StackedCompound<Tree2KiB, DefaultPieceHasher> as CompoundProof<_, _>>::verifying_key(
+        Some(&mut rng),
+        &public_params,
+    )
+    .map_err(|e| filecoin_error("writing the PoRep verifying key", e))?;
     Ok(started.elapsed())
 }
 
@@ -216,8 +222,9 @@ pub fn post_vanilla(sector: &SealedSector, typ: PoStType, seed: u64) -> Result<P
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let config = post_config_2kib(typ)?;
     let randomness = random_fr_bytes(&mut rng);
-    let replica = PrivateReplicaInfo::<Tree2KiB>::new(sector.replica_path.clone(), sector.comm_r, sector.cache_dir.clone())
-        .map_err(|e| filecoin_error("opening the sealed replica", e))?;
+    let replica =
+        PrivateReplicaInfo::<Tree2KiB>::new(sector.replica_path.clone(), sector.comm_r, sector.cache_dir.clone())
+            .map_err(|e| filecoin_error("opening the sealed replica", e))?;
     let challenges =
         generate_fallback_sector_challenges::<Tree2KiB>(&config, &randomness, &[sector.sector_id], sector.prover_id)
             .map_err(|e| filecoin_error("PoSt challenges", e))?;
@@ -332,7 +339,8 @@ pub fn write_fixture_jobs(
         for &partitions in porep_partitions {
             let config = porep_config_2kib(partitions)?;
             // Sealing takes seconds, the parameters minutes: a sealing problem shows first.
-            let sector = seal_sector(&sector_dir(&format!("porep-{partitions}"))?, &config, seed ^ u64::from(partitions))?;
+            let sector =
+                seal_sector(&sector_dir(&format!("porep-{partitions}"))?, &config, seed ^ u64::from(partitions))?;
             let seconds = ensure_porep_params(&config)?;
             let job = VanillaRequest::Porep(PorepVanilla {
                 kind: ProofKind::Porep,
@@ -381,7 +389,11 @@ pub fn write_fixture_jobs(
                     prover_id: sector.prover_id,
                     vanilla_proofs: encode_vanilla(&post.vanilla_proofs)?,
                 };
-                let job = if kind == ProofKind::WindowPost { VanillaRequest::WindowPost(job) } else { VanillaRequest::WinningPost(job) };
+                let job = if kind == ProofKind::WindowPost {
+                    VanillaRequest::WindowPost(job)
+                } else {
+                    VanillaRequest::WinningPost(job)
+                };
                 write(kind, format!("{kind}.json"), 1, seconds, job)?;
             }
             ProofKind::Porep => unreachable!("filtered out above"),

@@ -21,8 +21,8 @@ pub mod vanilla;
 
 use std::fmt;
 
-use storage_proofs_core::api_version::ApiVersion;
 use filecoin_proofs::{PoRepConfig, PoStConfig, PoStType, SectorSize};
+use storage_proofs_core::api_version::ApiVersion;
 
 use crate::prover::Priority;
 use crate::{Error, Result};
@@ -147,13 +147,20 @@ macro_rules! with_sector_shape {
 /// Parses an API version as filecoin-proofs writes it (`1.2.0`).
 pub fn parse_api_version(text: &str) -> Result<ApiVersion> {
     text.parse::<ApiVersion>().map_err(|e| {
-        Error::Filecoin(format!("API version {text:?} is not one filecoin-proofs 19.1 knows (1.0.0, 1.1.0, 1.2.0): {e}"))
+        Error::Filecoin(format!(
+            "API version {text:?} is not one filecoin-proofs 19.1 knows (1.0.0, 1.1.0, 1.2.0): {e}"
+        ))
     })
 }
 
 /// The PoRep configuration a node seals with: filecoin-proofs' own for the size, with
 /// `partitions` overriding the published partition count when given (small test sectors).
-pub fn porep_config(sector_size: u64, porep_id: [u8; 32], api_version: ApiVersion, partitions: Option<u8>) -> Result<PoRepConfig> {
+pub fn porep_config(
+    sector_size: u64,
+    porep_id: [u8; 32],
+    api_version: ApiVersion,
+    partitions: Option<u8>,
+) -> Result<PoRepConfig> {
     check_sector_size(sector_size)?;
     let mut config = PoRepConfig::new_groth16(sector_size, porep_id, api_version);
     if let Some(partitions) = partitions {
@@ -170,13 +177,18 @@ pub fn porep_config(sector_size: u64, porep_id: [u8; 32], api_version: ApiVersio
 pub fn post_config(typ: PoStType, sector_size: u64, api_version: ApiVersion) -> Result<PoStConfig> {
     check_sector_size(sector_size)?;
     let (challenge_count, sector_count) = match typ {
-        PoStType::Winning => (filecoin_proofs::WINNING_POST_CHALLENGE_COUNT, filecoin_proofs::WINNING_POST_SECTOR_COUNT),
+        PoStType::Winning => {
+            (filecoin_proofs::WINNING_POST_CHALLENGE_COUNT, filecoin_proofs::WINNING_POST_SECTOR_COUNT)
+        }
         PoStType::Window => {
             let counts = filecoin_proofs::WINDOW_POST_SECTOR_COUNT
                 .read()
                 .map_err(|_| Error::Filecoin("filecoin-proofs' window PoSt sector counts are poisoned".into()))?;
             let count = counts.get(&sector_size).copied().ok_or_else(|| {
-                Error::Filecoin(format!("filecoin-proofs has no window PoSt sector count for {}", sector_size_name(sector_size)))
+                Error::Filecoin(format!(
+                    "filecoin-proofs has no window PoSt sector count for {}",
+                    sector_size_name(sector_size)
+                ))
             })?;
             (filecoin_proofs::WINDOW_POST_CHALLENGE_COUNT, count)
         }

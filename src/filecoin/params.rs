@@ -18,8 +18,8 @@ use crate::{Error, Result};
 /// settings are read once per process: call this before any other filecoin-proofs call; it
 /// fails if they already name another directory. Returns the directory as resolved.
 pub fn use_parameter_dir(dir: &Path) -> Result<PathBuf> {
-    let resolved = std::fs::canonicalize(dir)
-        .map_err(|e| Error::io(format!("the parameter directory {}", dir.display()), e))?;
+    let resolved =
+        std::fs::canonicalize(dir).map_err(|e| Error::io(format!("the parameter directory {}", dir.display()), e))?;
     if std::env::var_os("FIL_PROOFS_PARAMETER_CACHE").is_none_or(|set| Path::new(&set) != resolved) {
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &resolved);
     }
@@ -76,7 +76,10 @@ impl ParamFiles {
         if &vk != params_vk {
             return Err(self.missing(
                 &self.vk,
-                format!("it is not the verifying key of {}: the two files come from different setups", self.params.display()),
+                format!(
+                    "it is not the verifying key of {}: the two files come from different setups",
+                    self.params.display()
+                ),
             ));
         }
         Ok(())
@@ -100,8 +103,8 @@ impl ParamFiles {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(self.missing(&self.meta, format!("cannot read it: {e}"))),
         };
-        let meta: CacheEntryMetadata =
-            serde_json::from_reader(file).map_err(|e| self.missing(&self.meta, format!("it is not a parameter metadata file: {e}")))?;
+        let meta: CacheEntryMetadata = serde_json::from_reader(file)
+            .map_err(|e| self.missing(&self.meta, format!("it is not a parameter metadata file: {e}")))?;
         if meta.sector_size != self.sector_size {
             return Err(self.missing(
                 &self.meta,

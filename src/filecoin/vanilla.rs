@@ -18,9 +18,9 @@
 use std::path::Path;
 
 use filecoin_proofs::Commitment;
-use storage_proofs_core::api_version::ApiVersion;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use storage_proofs_core::api_version::ApiVersion;
 
 use super::{check_sector_size, parse_api_version, ProofKind};
 use crate::{Error, Result};

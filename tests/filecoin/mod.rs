@@ -89,13 +89,21 @@ pub fn verify_with_filecoin_proofs(job: &VanillaRequest, proof: &[u8], other_sec
             )
         }
         VanillaRequest::Snap(u) => {
-            let config = snarkpipe::filecoin::porep_config(u.sector_size, [0; 32], job.api_version().unwrap(), None).unwrap();
+            let config =
+                snarkpipe::filecoin::porep_config(u.sector_size, [0; 32], job.api_version().unwrap(), None).unwrap();
             let comm_r_new = if other_sector { u.comm_r_old } else { u.comm_r_new };
-            filecoin_proofs::verify_empty_sector_update_proof::<Tree>(&config, proof, u.comm_r_old, comm_r_new, u.comm_d_new)
+            filecoin_proofs::verify_empty_sector_update_proof::<Tree>(
+                &config,
+                proof,
+                u.comm_r_old,
+                comm_r_new,
+                u.comm_d_new,
+            )
         }
         VanillaRequest::WindowPost(p) | VanillaRequest::WinningPost(p) => {
             let typ = if job.kind() == ProofKind::WindowPost { PoStType::Window } else { PoStType::Winning };
-            let config = snarkpipe::filecoin::post_config(typ.clone(), p.sector_size, job.api_version().unwrap()).unwrap();
+            let config =
+                snarkpipe::filecoin::post_config(typ.clone(), p.sector_size, job.api_version().unwrap()).unwrap();
             let sectors: Vec<filecoin_proofs::FallbackPoStSectorProof<Tree>> =
                 serde_json::from_str(p.vanilla_proofs.get()).unwrap();
             let replicas: Vec<_> = sectors
