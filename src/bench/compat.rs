@@ -32,7 +32,7 @@ use crate::backend::BackendKind;
 use crate::circuit::{SatisfactionCheck, Witness};
 use crate::groth16::verify;
 use crate::prover::Prover;
-use crate::synthetic::{KeyKind, SyntheticSpec};
+use crate::synthetic::KeyKind;
 use crate::{Error, Result};
 
 /// The drop-in call every batch goes through.
@@ -121,12 +121,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
             args.partitions
         )));
     }
-    let spec =
-        SyntheticSpec { log_n: args.log_n, num_inputs: 8, profile: args.witness, keys: args.keys, seed: args.seed };
-    tracing::info!(log_n = args.log_n, "generating the proving key");
-    let key_started = Instant::now();
-    let key = spec.proving_key()?;
-    let seconds_key = key_started.elapsed().as_secs_f64();
+    let (spec, key, seconds_key) = super::synthetic_key(args)?;
 
     let file = TempParams::new(args.seed);
     let writing = Instant::now();

@@ -281,6 +281,16 @@ pub struct StageFigures {
 /// Runs the bench and returns its report; writes the trace and SVG if asked. With
 /// `--scaling`, the same stream first runs on the first selected device alone, in the same
 /// process, and the report compares the two.
+/// The synthetic spec the flags describe and its proving key, with the seconds the key took.
+fn synthetic_key(args: &BenchArgs) -> Result<(SyntheticSpec, Arc<crate::params::ProvingKey>, f64)> {
+    let spec =
+        SyntheticSpec { log_n: args.log_n, num_inputs: 8, profile: args.witness, keys: args.keys, seed: args.seed };
+    tracing::info!(log_n = args.log_n, "generating the proving key");
+    let key_started = Instant::now();
+    let key = spec.proving_key()?;
+    Ok((spec, key, key_started.elapsed().as_secs_f64()))
+}
+
 pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     if args.partitions == 0 {
         return Err(Error::EmptyRequest);
@@ -298,12 +308,7 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
     if args.api == BenchApi::Compat {
         return compat::run(args);
     }
-    let spec =
-        SyntheticSpec { log_n: args.log_n, num_inputs: 8, profile: args.witness, keys: args.keys, seed: args.seed };
-    tracing::info!(log_n = args.log_n, "generating the proving key");
-    let key_started = Instant::now();
-    let key = spec.proving_key()?;
-    let seconds_key = key_started.elapsed().as_secs_f64();
+    let (spec, key, seconds_key) = synthetic_key(args)?;
     let devices = args.devices.parse::<DeviceSelection>()?;
     // Distinct witnesses, made once for both runs: enough that no two partitions in flight or
     // queued on any device share one.
