@@ -1,9 +1,10 @@
 //! A proof request in flight: its partitions' outcomes, cancellation, status, and the handle
-//! its owner awaits (blocking or async).
+//! its owner awaits (blocking or async). Plain shared state: the prover creates it, the actors
+//! report into it, and neither is needed to read it.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
@@ -12,7 +13,6 @@ use blstrs::{Bls12, Scalar};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::actors::DevicePipeline;
 use crate::circuit::Witness;
 use crate::error::{Error, Result};
 use crate::params::ProvingKey;
@@ -284,7 +284,7 @@ impl InFlightLimiter {
     /// Takes a token, waiting up to `timeout` for one to come back.
     pub fn acquire(&self, timeout: std::time::Duration) -> Option<InFlightToken> {
         self.slots.send_timeout((), timeout).ok()?;
-        Some(InFlightToken { returns: self.returns.clone(), pipeline: None })
+        Some(InFlightToken { returns: self.returns.clone(), load: None })
     }
 
     /// Tokens out right now.
@@ -296,21 +296,22 @@ impl InFlightLimiter {
 /// A partition's place in flight; returned when dropped.
 pub struct InFlightToken {
     returns: Receiver<()>,
-    pipeline: Option<Arc<DevicePipeline>>,
+    load: Option<Arc<AtomicUsize>>,
 }
 
 impl InFlightToken {
-    /// Counts the partition towards `pipeline`'s load until the token is returned.
-    pub fn placed_on(&mut self, pipeline: Arc<DevicePipeline>) {
-        pipeline.track_in_flight(1);
-        self.pipeline = Some(pipeline);
+    /// Counts the partition in `load` (a device's partitions in flight) until the token is
+    /// returned.
+    pub fn placed_on(&mut self, load: Arc<AtomicUsize>) {
+        load.fetch_add(1, Ordering::SeqCst);
+        self.load = Some(load);
     }
 }
 
 impl Drop for InFlightToken {
     fn drop(&mut self) {
-        if let Some(pipeline) = self.pipeline.take() {
-            pipeline.track_in_flight(-1);
+        if let Some(load) = self.load.take() {
+            load.fetch_sub(1, Ordering::SeqCst);
         }
         let _ = self.returns.try_recv();
     }

@@ -26,7 +26,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::circuit::{Density, Witness, WitnessShape};
-use crate::groth16::setup::{setup_on, SetupEngine, ToxicWaste};
+use crate::backend::{self, BackendKind, CpuModel, DeviceSelection};
+use crate::groth16::setup::{setup_on, ToxicWaste};
 use crate::math::{BatchAffine, Domain};
 use crate::params::ProvingKey;
 use crate::{Error, Result, Scalar};
@@ -271,8 +272,14 @@ impl SyntheticSpec {
         };
         let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
         // Small keys are quicker on the host than opening a GPU for them.
-        let engine = if self.log_n >= GPU_SETUP_MIN_LOG_N { SetupEngine::auto() } else { SetupEngine::Cpu };
-        let params = setup_on(self.circuit(0), &waste, engine)?;
+        let gpu = match self.log_n >= GPU_SETUP_MIN_LOG_N && backend::cuda::cuda_available() {
+            true => {
+                let none = CpuModel { devices: 0, device_bytes: 0 };
+                backend::open_devices(BackendKind::Cuda, &DeviceSelection::Only(vec![0]), none)?.1.into_iter().next()
+            }
+            false => None,
+        };
+        let params = setup_on(self.circuit(0), &waste, gpu.as_deref())?;
         Ok(ProvingKey::from_parameters(&params))
     }
 

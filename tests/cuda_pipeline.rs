@@ -10,7 +10,7 @@ use snarkpipe::backend::cuda::{cuda_available, GpuContext};
 use snarkpipe::backend::BackendKind;
 use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
-use snarkpipe::prover::{DeviceSelection, ProofRequest, Prover, ProverConfig, Shutdown};
+use snarkpipe::prover::{DeviceSelection, FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
 
@@ -98,15 +98,14 @@ fn a_real_out_of_memory_is_contained_and_the_gpu_recovers() {
     let leave = key.device_bytes() as usize + (96 << 20);
     let ballast = stream.alloc::<u8>(free.saturating_sub(leave)).unwrap();
     stream.synchronize().unwrap();
-    let prover = Prover::new(ProverConfig {
+    let config = ProverConfig {
         backend: BackendKind::Cuda,
         devices: DeviceSelection::Only(vec![0]),
-        budget_bytes_override: Some(1 << 40),
         retries: 0,
         in_flight: 4,
         ..ProverConfig::default()
-    })
-    .unwrap();
+    };
+    let prover = Prover::with_fault_injection(config, FaultInjection::budget_of(1 << 40)).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
     let outcomes = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap().wait_each();
     let oom =
@@ -215,26 +214,27 @@ fn a_key_streamed_in_chunks_on_the_gpu_proves_what_a_resident_key_proves() {
     if !have_gpu() {
         return;
     }
-    use snarkpipe::actors::admission::{key_chunk_bytes, partition_plan_bytes};
+    use snarkpipe::plan::{key_chunk_bytes, partition_plan_bytes};
     let log_n = 16;
     let spec =
         SyntheticSpec { log_n, num_inputs: 6, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed: fresh_seed() };
     let key = spec.proving_key().unwrap();
     let witnesses: Vec<Arc<Witness>> = (0..3).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
-    let gpu = snarkpipe::backend::cuda::open_devices(&DeviceSelection::Only(vec![0])).unwrap();
+    let cpu = snarkpipe::backend::CpuModel { devices: 0, device_bytes: 0 };
+    let (_, gpu) = snarkpipe::backend::open_devices(BackendKind::Cuda, &DeviceSelection::Only(vec![0]), cpu).unwrap();
     let plan = partition_plan_bytes(gpu[0].as_ref(), &witnesses[0].shape(), log_n);
     drop(gpu);
     // A budget with room for one partition and two chunks of 2^12 points: the key (about
     // 2^18 G1 points and 2^15 G2 points) streams in many chunks.
     let chunk = 1 << 12;
-    let streamed = Prover::new(ProverConfig {
+    let config = ProverConfig {
         backend: BackendKind::Cuda,
         devices: DeviceSelection::Only(vec![0]),
-        budget_bytes_override: Some(plan + key_chunk_bytes(chunk)),
         retries: 0,
         ..ProverConfig::default()
-    })
-    .unwrap();
+    };
+    let streamed =
+        Prover::with_fault_injection(config, FaultInjection::budget_of(plan + key_chunk_bytes(chunk))).unwrap();
     let seed = fresh_seed();
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let proofs = streamed.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();

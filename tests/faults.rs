@@ -21,7 +21,7 @@ use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::memory::PinnedRegistry;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{ProofRequest, Prover, ProverConfig, Shutdown};
+use snarkpipe::prover::{FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::TimelineRecorder;
 use snarkpipe::{Error, Stage};
@@ -42,16 +42,16 @@ fn partitions(spec: &SyntheticSpec, n: usize) -> Vec<Arc<Witness>> {
 }
 
 fn prover(faults: Option<(f64, u64)>, retries: usize) -> Prover {
-    Prover::new(ProverConfig {
+    let config = ProverConfig {
         backend: BackendKind::Cpu,
         workers_per_device: 2,
         in_flight: 4,
         memory_reserve_bytes: 0,
-        faults,
         retries,
         ..ProverConfig::default()
-    })
-    .unwrap()
+    };
+    let injected = faults.map(|(rate, seed)| FaultInjection::at_rate(rate, seed)).unwrap_or_default();
+    Prover::with_fault_injection(config, injected).unwrap()
 }
 
 /// Checks every successful proof against the reference prover and the verifier (with a

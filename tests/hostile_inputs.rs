@@ -290,7 +290,7 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
     // A device one byte short of a partition's plan, even without the key.
     let shape = ours.witness(0).unwrap().shape();
     let plan =
-        snarkpipe::actors::admission::partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &shape, 8);
+        snarkpipe::plan::partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &shape, 8);
     let device_bytes = plan - 1;
     let tiny = Prover::new(ProverConfig {
         backend: BackendKind::Cpu,

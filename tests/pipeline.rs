@@ -11,7 +11,7 @@ use snarkpipe::backend::BackendKind;
 use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{ProofRequest, Prover, ProverConfig, Shutdown, StagingMode};
+use snarkpipe::prover::{FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown, StagingMode};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::{Span, Timeline};
 use snarkpipe::{Error, Stage};
@@ -256,23 +256,22 @@ fn a_lying_budget_meets_a_real_out_of_memory_and_the_device_recovers() {
     let key: Arc<ProvingKey> = spec.proving_key().unwrap();
     let witness = partitions(&spec, 1);
     // Size the device for the key and one partition; tell the budget it holds ten.
-    let one = snarkpipe::actors::admission::partition_plan_bytes(
+    let one = snarkpipe::plan::partition_plan_bytes(
         &snarkpipe::backend::cpu::CpuDevice::new(0, 0),
         &witness[0].shape(),
         8,
     );
     let device_bytes = key.device_bytes() + one + one / 2;
-    let prover = Prover::new(ProverConfig {
+    let config = ProverConfig {
         backend: BackendKind::Cpu,
         cpu_device_bytes: device_bytes,
-        budget_bytes_override: Some(device_bytes * 10),
         workers_per_device: 2,
         in_flight: 4,
         memory_reserve_bytes: 0,
         retries: 0,
         ..ProverConfig::default()
-    })
-    .unwrap();
+    };
+    let prover = Prover::with_fault_injection(config, FaultInjection::budget_of(device_bytes * 10)).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
     let outcomes = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 8), &mut rng)).unwrap().wait_each();
     let oom =
@@ -308,13 +307,13 @@ fn key_partitions_and_plan(n: usize) -> (Arc<ProvingKey>, Vec<Arc<Witness>>, u64
     let spec = spec(8, fresh_seed());
     let witnesses = partitions(&spec, n);
     let device = snarkpipe::backend::cpu::CpuDevice::new(0, 0);
-    let plan = snarkpipe::actors::admission::partition_plan_bytes(&device, &witnesses[0].shape(), 8);
+    let plan = snarkpipe::plan::partition_plan_bytes(&device, &witnesses[0].shape(), 8);
     (spec.proving_key().unwrap(), witnesses, plan)
 }
 
 #[test]
 fn a_key_too_large_for_the_device_streams_in_chunks_and_proves_the_same() {
-    use snarkpipe::actors::admission::key_chunk_bytes;
+    use snarkpipe::plan::key_chunk_bytes;
     let (key, witnesses, plan) = key_partitions_and_plan(3);
     // Room for one partition and two chunks of 100 G2 points: far less than the key needs.
     let chunk = 100;
@@ -351,7 +350,7 @@ fn a_key_too_large_for_the_device_streams_in_chunks_and_proves_the_same() {
 
 #[test]
 fn a_device_without_room_for_even_the_smallest_key_chunk_refuses_at_admission() {
-    use snarkpipe::actors::admission::{key_chunk_bytes, MIN_KEY_CHUNK_POINTS};
+    use snarkpipe::plan::{key_chunk_bytes, MIN_KEY_CHUNK_POINTS};
     let (key, witnesses, plan) = key_partitions_and_plan(2);
     let needed = plan + key_chunk_bytes(MIN_KEY_CHUNK_POINTS);
     let prover = prover_with_device_bytes(needed - 1);
@@ -375,7 +374,7 @@ fn a_device_without_room_for_even_the_smallest_key_chunk_refuses_at_admission() 
 
 #[test]
 fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everything() {
-    use snarkpipe::actors::admission::key_chunk_bytes;
+    use snarkpipe::plan::key_chunk_bytes;
     let (key, witnesses, plan) = key_partitions_and_plan(16);
     let pvk = key.prepared_vk();
     // A streamed partition passes about 100 fault sites (every chunk's copy, launch and
@@ -385,17 +384,16 @@ fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everythin
     // failed shows nothing about the others, so it is repeated with a fresh seed.
     for attempt in 0..5 {
         let seed = fresh_seed();
-        let prover = Prover::new(ProverConfig {
+        let config = ProverConfig {
             backend: BackendKind::Cpu,
             cpu_device_bytes: plan + key_chunk_bytes(100),
             workers_per_device: 2,
             in_flight: 3,
             memory_reserve_bytes: 0,
-            faults: Some((0.1, seed)),
             retries: 0,
             ..ProverConfig::default()
-        })
-        .unwrap();
+        };
+        let prover = Prover::with_fault_injection(config, FaultInjection::at_rate(0.1, seed)).unwrap();
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
         let outcomes = prover.submit(request).unwrap().wait_each();

@@ -12,7 +12,7 @@ use snarkpipe::backend::BackendKind;
 use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{Priority, ProofRequest, Prover, ProverConfig, Shutdown};
+use snarkpipe::prover::{FaultInjection, Priority, ProofRequest, Prover, ProverConfig, Shutdown};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::Track;
 
@@ -157,7 +157,7 @@ fn least_recently_used_keys_are_evicted_under_budget_pressure() {
     let second_spec = spec(8, 3);
     let first = first_spec.proving_key().unwrap();
     let second = second_spec.proving_key().unwrap();
-    let plan = snarkpipe::actors::admission::partition_plan_bytes(
+    let plan = snarkpipe::plan::partition_plan_bytes(
         &snarkpipe::backend::cpu::CpuDevice::new(0, 0),
         &first_spec.witness(0).unwrap().shape(),
         8,
@@ -191,13 +191,8 @@ fn a_failing_device_loses_no_work() {
     let spec = spec(7, 2);
     let key = spec.proving_key().unwrap();
     let witnesses = partitions(&spec, 12);
-    let prover = Prover::new(ProverConfig {
-        faults: Some((1.0, fresh_seed())),
-        fault_devices: Some(vec![1]),
-        retries: 3,
-        ..two_devices(4)
-    })
-    .unwrap();
+    let injected = FaultInjection { devices: Some(vec![1]), ..FaultInjection::at_rate(1.0, fresh_seed()) };
+    let prover = Prover::with_fault_injection(ProverConfig { retries: 3, ..two_devices(4) }, injected).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
     let proofs = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
     verify_all(&key, &witnesses, &proofs);

@@ -167,3 +167,40 @@ fn setup_at_2_16_is_well_under_a_minute() {
     // Generous for a loaded 2-core CI machine; typically far less.
     assert!(setup.as_secs() < 60, "setup took {setup:?}");
 }
+
+/// The setup's parameters for the synthetic circuits equal bellperson's `generate_parameters`
+/// for the same secrets.
+#[test]
+fn setup_of_synthetic_circuits_equals_bellperson_generate_parameters() {
+    use blstrs::{Bls12, G1Projective, G2Projective};
+    use group::Group;
+    use rand::SeedableRng;
+    use snarkpipe::groth16::setup::{setup, ToxicWaste};
+
+    let bellperson_setup = |circuit, w: &ToxicWaste| {
+        bellperson::groth16::generate_parameters::<Bls12, _>(
+            circuit,
+            G1Projective::generator(),
+            G2Projective::generator(),
+            w.alpha,
+            w.beta,
+            w.gamma,
+            w.delta,
+            w.tau,
+        )
+        .unwrap()
+    };
+    let seed: u64 = rand::thread_rng().gen();
+    eprintln!("seed {seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut secret = || Scalar::random(&mut rng);
+    for (log_n, num_inputs) in [(2, 1), (5, 0), (6, 8), (7, 3)] {
+        let spec = SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Random, keys: KeyKind::Setup, seed };
+        let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
+        let ours = setup(spec.circuit(0), &waste).unwrap();
+        assert!(ours == bellperson_setup(spec.circuit(0), &waste), "log_n {log_n}, {num_inputs} inputs");
+        // Negative twin: another tau gives other parameters.
+        let other = ToxicWaste { tau: waste.tau + Scalar::ONE, ..waste };
+        assert!(setup(spec.circuit(0), &other).unwrap() != bellperson_setup(spec.circuit(0), &waste));
+    }
+}

@@ -4,7 +4,7 @@
 use super::htod::missing;
 use super::messages::PartitionJob;
 use super::stage_actor::StageLogic;
-use crate::backend::MSM_RESULTS_BYTES;
+use crate::plan::MSM_RESULTS_BYTES;
 use crate::error::Result;
 use crate::stage::Stage;
 

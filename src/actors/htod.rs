@@ -4,7 +4,8 @@
 
 use super::messages::{PartitionBuffers, PartitionJob};
 use super::stage_actor::StageLogic;
-use crate::backend::{g2_bytes, scalar_bytes, Device, MSM_RESULTS_BYTES};
+use crate::backend::Device;
+use crate::plan::{g2_bytes, scalar_bytes, MSM_RESULTS_BYTES};
 use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};
 use crate::stage::Stage;

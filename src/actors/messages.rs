@@ -19,7 +19,7 @@ use crate::circuit::{PackedDensity, Witness};
 use crate::error::{Error, Result};
 use crate::memory::{PinLease, PinnedScalars};
 use crate::params::ProvingKey;
-use crate::prover::request::{InFlightToken, RequestState};
+use crate::request::{InFlightToken, RequestState};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
 
@@ -171,7 +171,7 @@ pub struct PartitionJob {
     /// through two chunk buffers of this many points (see `actors/msm.rs`).
     pub key_chunk_points: Option<usize>,
     /// Points per MSM pass, set by the admission with the memory plan it sized (see
-    /// [`crate::actors::admission::msm_pass_points`]).
+    /// [`crate::plan::msm_pass_points`]).
     pub msm_pass_points: usize,
     /// The key's host vectors, page-locked while a streamed key's chunks are copied.
     pub key_pins: Vec<PinLease>,

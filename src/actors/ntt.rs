@@ -4,7 +4,7 @@
 use super::htod::missing;
 use super::messages::PartitionJob;
 use super::stage_actor::StageLogic;
-use crate::backend::scalar_bytes;
+use crate::plan::scalar_bytes;
 use crate::error::Result;
 use crate::stage::Stage;
 

@@ -20,11 +20,12 @@ use super::pin::{Pinning, StagingMode};
 use super::stage_actor::StageActor;
 use crate::backend::faults::FaultInjector;
 use crate::backend::{
-    g1_bytes, g2_bytes, AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, Seniority, StageEvent, WorkTag,
+    AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, Seniority, StageEvent, WorkTag,
 };
 use crate::error::Result;
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
+use crate::plan::{g1_bytes, g2_bytes};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
 
@@ -126,7 +127,7 @@ pub struct DevicePipeline {
     pub faults: Arc<FaultInjector>,
     keys: Mutex<Vec<Arc<ResidentKey>>>,
     stages: OnceLock<StageAddrs>,
-    in_flight: AtomicUsize,
+    in_flight: Arc<AtomicUsize>,
     /// Partitions this device takes at once (the pinned pool is sized for them).
     max_in_flight: usize,
     /// How partitions' large host vectors are page-locked.
@@ -179,7 +180,7 @@ impl DevicePipeline {
             faults,
             keys: Mutex::new(Vec::new()),
             stages: OnceLock::new(),
-            in_flight: AtomicUsize::new(0),
+            in_flight: Arc::new(AtomicUsize::new(0)),
             max_in_flight: in_flight.max(1),
             staging,
             next_worker: AtomicUsize::new(0),
@@ -218,12 +219,9 @@ impl DevicePipeline {
         self.in_flight.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn track_in_flight(&self, delta: isize) {
-        if delta >= 0 {
-            self.in_flight.fetch_add(delta as usize, Ordering::SeqCst);
-        } else {
-            self.in_flight.fetch_sub((-delta) as usize, Ordering::SeqCst);
-        }
+    /// The count behind [`DevicePipeline::load`], for a partition's in-flight token.
+    pub fn load_counter(&self) -> Arc<AtomicUsize> {
+        self.in_flight.clone()
     }
 
     /// Hands a new partition to this device's admission actor.

@@ -16,12 +16,13 @@ use parking_lot::Mutex;
 
 use super::host_queue::HostQueue;
 use super::{
-    scalar_bytes, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
+    CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
     MsmResultSlots, MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
 };
 use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};
 use crate::math::{msm, quotient};
+use crate::plan::{g1_bytes, g2_bytes, scalar_bytes};
 use crate::timeline::TimelineRecorder;
 
 /// A modelled device with `capacity_bytes` of memory.
@@ -269,7 +270,7 @@ impl DeviceStream for CpuStream {
         let dst = dst.clone();
         self.enqueue_work(tag, move || {
             let points = src.get(range.clone()).ok_or_else(|| out_of_range(&dst, &range, src.len()))?;
-            store(&dst, super::g1_bytes(points.len()), Contents::G1(points.to_vec()))
+            store(&dst, g1_bytes(points.len()), Contents::G1(points.to_vec()))
         })
     }
 
@@ -283,7 +284,7 @@ impl DeviceStream for CpuStream {
         let dst = dst.clone();
         self.enqueue_work(tag, move || {
             let points = src.get(range.clone()).ok_or_else(|| out_of_range(&dst, &range, src.len()))?;
-            store(&dst, super::g2_bytes(points.len()), Contents::G2(points.to_vec()))
+            store(&dst, g2_bytes(points.len()), Contents::G2(points.to_vec()))
         })
     }
 

@@ -19,16 +19,14 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G2Affine, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 
 pub use event::StageEvent;
-pub use work::{
-    AdmissionLine, AdmissionTicket, FailureSlot, MsmResultSlots, MsmSlot, PendingResults, Seniority, WorkTag,
-    MSM_RESULTS_BYTES,
-};
+pub use work::{AdmissionLine, AdmissionTicket, FailureSlot, MsmResultSlots, MsmSlot, PendingResults, Seniority, WorkTag};
 
 use crate::circuit::PackedDensity;
-use crate::error::Result;
+use crate::math::FixedBase;
+use crate::error::{Error, Result};
 use crate::timeline::TimelineRecorder;
 
 /// Which backend to use.
@@ -41,6 +39,76 @@ pub enum BackendKind {
     Cpu,
     /// NVIDIA GPUs through CUDA; fails with a clear error when none is usable.
     Cuda,
+}
+
+/// Which devices a prover uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DeviceSelection {
+    #[default]
+    All,
+    Only(Vec<usize>),
+}
+
+impl std::str::FromStr for DeviceSelection {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<DeviceSelection> {
+        if s.trim() == "all" {
+            return Ok(DeviceSelection::All);
+        }
+        s.split(',')
+            .map(|d| {
+                d.trim()
+                    .parse::<usize>()
+                    .map_err(|_| Error::Config(format!("bad device list {s:?}: use `all` or `0,1`")))
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(DeviceSelection::Only)
+    }
+}
+
+impl DeviceSelection {
+    /// Whether device `ordinal` is selected.
+    pub fn includes(&self, ordinal: usize) -> bool {
+        match self {
+            DeviceSelection::All => true,
+            DeviceSelection::Only(list) => list.contains(&ordinal),
+        }
+    }
+}
+
+/// The devices the CPU backend models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuModel {
+    /// How many devices.
+    pub devices: usize,
+    /// Memory of each.
+    pub device_bytes: u64,
+}
+
+/// Opens the selected devices of `backend`; `Auto` takes CUDA's GPUs when any is usable and
+/// falls back to the CPU model, and says so. The kind returned is the backend opened.
+pub fn open_devices(
+    backend: BackendKind,
+    selection: &DeviceSelection,
+    cpu: CpuModel,
+) -> Result<(BackendKind, Vec<Arc<dyn Device>>)> {
+    let cpu_devices = || -> Vec<Arc<dyn Device>> {
+        (0..cpu.devices.max(1))
+            .filter(|d| selection.includes(*d))
+            .map(|d| Arc::new(cpu::CpuDevice::new(d, cpu.device_bytes)) as Arc<dyn Device>)
+            .collect()
+    };
+    match backend {
+        BackendKind::Cpu => Ok((BackendKind::Cpu, cpu_devices())),
+        BackendKind::Cuda => Ok((BackendKind::Cuda, cuda::open_selected(selection)?)),
+        BackendKind::Auto => match cuda::open_selected(selection) {
+            Ok(devices) if !devices.is_empty() => Ok((BackendKind::Cuda, devices)),
+            Ok(_) | Err(_) => {
+                tracing::warn!("no usable CUDA GPU found; proving on the CPU backend");
+                Ok((BackendKind::Cpu, cpu_devices()))
+            }
+        },
+    }
 }
 
 /// What a device is and how much memory it offers.
@@ -175,17 +243,28 @@ pub trait Device: Send + Sync {
 
     /// Scratch bytes a partition needs beside its inputs: NTT twiddles and MSM buckets for the
     /// largest MSM of `max_msm_len` points, run in passes of `msm_pass_points` points. Part of
-    /// every partition's memory plan: the budget reserves it, and the kernels allocate their
+    /// every partition's memory plan ([`crate::plan`]): the budget reserves it, and the kernels allocate their
     /// scratch within it as they run (it is not allocated up front as well, which would hold
     /// the same memory twice).
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64;
 
     /// The shortest MSM pass this device runs: the one that bounds an MSM's scratch whatever its
-    /// length. The admission plans longer passes, up to one pass over the largest MSM, where
-    /// the budget has room for them ([`crate::actors::admission::msm_pass_points`]). Devices
+    /// length. The plan takes longer passes, up to one pass over the largest MSM, where
+    /// the budget has room for them ([`crate::plan::msm_pass_points`]). Devices
     /// whose MSM scratch does not depend on the pass (the CPU) run every MSM in one pass.
     fn min_msm_pass_points(&self) -> usize {
         usize::MAX
+    }
+
+    /// `scalars[i]·G` on G1 for the fixed base `G` of `base`'s table: the setup's bulk work,
+    /// for test and benchmark keys. The host's cores do it unless the device can.
+    fn fixed_base_g1(&self, base: &FixedBase<G1Projective>, scalars: &[Scalar]) -> Result<Vec<G1Affine>> {
+        Ok(base.mul_all(scalars))
+    }
+
+    /// [`Device::fixed_base_g1`] on G2.
+    fn fixed_base_g2(&self, base: &FixedBase<G2Projective>, scalars: &[Scalar]) -> Result<Vec<G2Affine>> {
+        Ok(base.mul_all(scalars))
     }
 
     /// The device's field-multiplication rates, measured on it with its kernels' own
@@ -281,17 +360,13 @@ pub trait DeviceStream: Send + Sync {
 /// pinned staging buffer, or a witness's own vector page-locked in place.
 pub type HostScalars = Arc<dyn AsRef<[Scalar]> + Send + Sync>;
 
-/// Bytes of `n` scalars on a device.
-pub const fn scalar_bytes(n: usize) -> u64 {
-    (n as u64) * 32
-}
 
-/// Bytes of `n` G1 affine points on a device.
-pub const fn g1_bytes(n: usize) -> u64 {
-    (n as u64) * 96
-}
-
-/// Bytes of `n` G2 affine points on a device.
-pub const fn g2_bytes(n: usize) -> u64 {
-    (n as u64) * 192
+/// Every device is a workspace model for the memory plan.
+impl<D: Device + ?Sized> crate::plan::Workspace for D {
+    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
+        Device::workspace_bytes(self, log_n, max_msm_len, msm_pass_points)
+    }
+    fn min_msm_pass_points(&self) -> usize {
+        Device::min_msm_pass_points(self)
+    }
 }

@@ -11,11 +11,9 @@ use crate::error::{Error, Result};
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
 
-use crate::groth16::MsmResults;
+use crate::math::MsmResults;
 use crate::stage::Stage;
 
-/// Bytes of the MSM results on a device: four G1 points and one G2 point in Jacobian form.
-pub const MSM_RESULTS_BYTES: u64 = 4 * 144 + 288;
 
 /// Where an MSM writes its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use crate::backend::BackendKind;
 use crate::error::{Error, Result};
 use crate::groth16::verify;
 use crate::memory::PinLease;
-use crate::prover::{DeviceSelection, ProofRequest, Prover, ProverConfig, Shutdown};
+use crate::prover::{DeviceSelection, FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
 use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use crate::timeline::{chrome, summary, svg};
 
@@ -496,11 +496,15 @@ fn prover_config(args: &BenchArgs, devices: DeviceSelection) -> ProverConfig {
         cpu_devices: args.cpu_devices,
         cpu_device_bytes: args.cpu_device_mib << 20,
         memory_reserve_bytes: if args.backend == BackendKind::Cpu { 0 } else { 1 << 30 },
-        faults: (args.inject_faults > 0.0).then_some((args.inject_faults, args.seed)),
         retries: args.retries,
         staging: args.staging,
         ..ProverConfig::default()
     }
+}
+
+/// The faults `--inject-faults` asks for (none at 0).
+fn injected_faults(args: &BenchArgs) -> FaultInjection {
+    FaultInjection::at_rate(args.inject_faults, args.seed)
 }
 
 /// Whether the bench may shut the prover it streams on down at the end.
@@ -522,7 +526,7 @@ fn run_on(
     devices: DeviceSelection,
     export: bool,
 ) -> Result<BenchReport> {
-    let prover = Prover::new(prover_config(args, devices))?;
+    let prover = Prover::with_fault_injection(prover_config(args, devices), injected_faults(args))?;
     stream_on(&prover, args, spec, key, witnesses, export, Ownership::Owned)
 }
 

@@ -15,27 +15,13 @@ pub use assemble::assemble_proof;
 pub use verify::verify;
 
 use bellperson::groth16::Proof;
-use blstrs::{Bls12, G1Projective, G2Projective};
+use blstrs::Bls12;
 
 use crate::circuit::Witness;
+pub use crate::math::MsmResults;
 use crate::math::{msm_g1, msm_g2, quotient_h};
 use crate::params::ProvingKey;
 use crate::{Error, Result, Scalar};
-
-/// The five MSM results one proof is assembled from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MsmResults {
-    /// `Σ h_i · H_i`: the quotient polynomial against the key's `h` query.
-    pub h: G1Projective,
-    /// `Σ aux_i · L_i`.
-    pub l: G1Projective,
-    /// The A query against every input and the aux variables that occur in A.
-    pub a: G1Projective,
-    /// The B query in G1 (only C uses it).
-    pub b_g1: G1Projective,
-    /// The B query in G2.
-    pub b_g2: G2Projective,
-}
 
 /// Runs the five MSMs of one proof. `h_coeffs` are [`quotient_h`]'s output for `witness`.
 ///

@@ -16,11 +16,12 @@ use std::time::Instant;
 use bellperson::groth16::{Parameters, VerifyingKey};
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::{Bls12, G1Projective, G2Projective};
-use ff::{Field, PrimeField};
+use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve, Group};
 use rayon::prelude::*;
 
-use crate::math::{filled, ntt::distribute_powers, BatchAffine, Domain};
+use crate::backend::Device;
+use crate::math::{filled, ntt::distribute_powers, Domain, FixedBase};
 use crate::{Error, Result, Scalar};
 
 /// The setup's secrets. Anyone who knows them can forge proofs: test keys only.
@@ -33,8 +34,6 @@ pub struct ToxicWaste {
     pub tau: Scalar,
 }
 
-/// Points per rayon task when multiplying the fixed bases.
-const POINTS_PER_TASK: usize = 1 << 10;
 /// log2 of the variables per block of recorded terms: a block's evaluations (3 × 128 KiB)
 /// stay in cache while its terms are added up.
 const BLOCK_SHIFT: u32 = 12;
@@ -44,33 +43,18 @@ const TERMS_PER_TASK: usize = 1 << 16;
 /// Scalars per task when dropping the zero scalars of A and B.
 const FILTER_CHUNK: usize = 1 << 14;
 
-/// Where the setup multiplies its fixed bases.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SetupEngine {
-    /// Every core of the host, through blstrs.
-    Cpu,
-    /// GPU 0, through kernels/setup/fixed_base.cu: seconds instead of minutes at 2^24 and up.
-    Gpu,
-}
-
-impl SetupEngine {
-    /// The GPU when a CUDA driver reports one, else the CPU.
-    pub fn auto() -> SetupEngine {
-        if crate::backend::cuda::cuda_available() {
-            SetupEngine::Gpu
-        } else {
-            SetupEngine::Cpu
-        }
-    }
-}
-
 /// Runs the setup for `circuit` over the standard generators of G1 and G2, on the CPU.
 pub fn setup<C: Circuit<Scalar>>(circuit: C, waste: &ToxicWaste) -> Result<Parameters<Bls12>> {
-    setup_on(circuit, waste, SetupEngine::Cpu)
+    setup_on(circuit, waste, None)
 }
 
-/// [`setup`], multiplying the fixed bases on `engine`. Both engines give identical parameters.
-pub fn setup_on<C: Circuit<Scalar>>(circuit: C, waste: &ToxicWaste, engine: SetupEngine) -> Result<Parameters<Bls12>> {
+/// [`setup`], multiplying the fixed bases on `device` (the host's cores when `None`). Every
+/// device gives the host's parameters exactly.
+pub fn setup_on<C: Circuit<Scalar>>(
+    circuit: C,
+    waste: &ToxicWaste,
+    device: Option<&dyn Device>,
+) -> Result<Parameters<Bls12>> {
     let assembly = timed("synthesis", || KeyAssembly::synthesize(circuit, BLOCK_SHIFT))?;
     let domain = Domain::for_len(assembly.num_constraints)?;
     let scalars = KeyScalars::compute(&assembly, domain, waste)?;
@@ -81,15 +65,15 @@ pub fn setup_on<C: Circuit<Scalar>>(circuit: C, waste: &ToxicWaste, engine: Setu
         rayon::join(|| FixedBase::new(G1Projective::generator()), || FixedBase::new(G2Projective::generator()))
     });
     let g1_mul = |name: &str, scalars: &[Scalar]| {
-        timed(name, || match engine {
-            SetupEngine::Cpu => Ok(g1.mul_all(scalars)),
-            SetupEngine::Gpu => crate::backend::cuda::fixed_base_g1(g1.table(), scalars),
+        timed(name, || match device {
+            None => Ok(g1.mul_all(scalars)),
+            Some(device) => device.fixed_base_g1(&g1, scalars),
         })
     };
     let g2_mul = |name: &str, scalars: &[Scalar]| {
-        timed(name, || match engine {
-            SetupEngine::Cpu => Ok(g2.mul_all(scalars)),
-            SetupEngine::Gpu => crate::backend::cuda::fixed_base_g2(g2.table(), scalars),
+        timed(name, || match device {
+            None => Ok(g2.mul_all(scalars)),
+            Some(device) => device.fixed_base_g2(&g2, scalars),
         })
     };
     let l = g1_mul("l points", &scalars.l)?;
@@ -184,60 +168,6 @@ fn nonzero(inputs: &[Scalar], aux: &[Scalar]) -> Vec<Scalar> {
         }
     });
     out
-}
-
-/// Window bytes per scalar, and multiples per window (every nonzero byte value).
-const WINDOWS: usize = 32;
-const WINDOW_POINTS: usize = 255;
-
-/// `b · 2^(8w) · base` for every byte value `b` in 1..=255 and window `w` in 0..32, so that a
-/// scalar's multiple is the sum of one table entry per nonzero byte.
-struct FixedBase<G: BatchAffine> {
-    /// Entry `w·255 + b − 1` is `b·2^(8w)·base`: the layout the GPU kernel reads.
-    table: Vec<G::Affine>,
-}
-
-impl<G: BatchAffine> FixedBase<G>
-where
-    G::Affine: Send + Sync,
-{
-    fn new(base: G) -> Self {
-        debug_assert_eq!(Scalar::ZERO.to_repr().as_ref().len(), WINDOWS);
-        let window_bases: Vec<G> =
-            std::iter::successors(Some(base), |b| Some((0..8).fold(*b, |b, _| b.double()))).take(WINDOWS).collect();
-        let mut table = vec![<G::Affine as PrimeCurveAffine>::identity(); WINDOWS * WINDOW_POINTS];
-        table.par_chunks_mut(WINDOW_POINTS).zip(window_bases).for_each(|(window, window_base)| {
-            let multiples: Vec<G> =
-                std::iter::successors(Some(window_base), |m| Some(*m + window_base)).take(WINDOW_POINTS).collect();
-            G::batch_to_affine(&multiples, window);
-        });
-        FixedBase { table }
-    }
-
-    fn table(&self) -> &[G::Affine] {
-        &self.table
-    }
-
-    fn mul(&self, scalar: &Scalar) -> G {
-        let repr = scalar.to_repr();
-        let mut sum = G::identity();
-        // Little-endian bytes: byte w weighs 2^(8w).
-        for (window, &byte) in self.table.chunks(WINDOW_POINTS).zip(repr.as_ref()) {
-            if byte != 0 {
-                sum += window[byte as usize - 1];
-            }
-        }
-        sum
-    }
-
-    fn mul_all(&self, scalars: &[Scalar]) -> Vec<G::Affine> {
-        let mut out = filled(scalars.len(), <G::Affine as PrimeCurveAffine>::identity());
-        out.par_chunks_mut(POINTS_PER_TASK).zip(scalars.par_chunks(POINTS_PER_TASK)).for_each(|(out, scalars)| {
-            let projective: Vec<G> = scalars.iter().map(|s| self.mul(s)).collect();
-            G::batch_to_affine(&projective, out);
-        });
-        out
-    }
 }
 
 /// One of the QAP matrices.
@@ -501,7 +431,6 @@ impl ConstraintSystem<Scalar> for KeyAssembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -760,42 +689,4 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn equals_bellperson_generate_parameters() {
-        let seed: u64 = rand::thread_rng().gen();
-        eprintln!("equals_bellperson_generate_parameters: seed {seed}");
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        for (log_n, num_inputs) in [(2, 1), (5, 0), (6, 8), (7, 3)] {
-            let spec = SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Random, keys: KeyKind::Setup, seed };
-            let waste = random_waste(&mut rng);
-            let ours = setup(spec.circuit(0), &waste).unwrap();
-            assert!(ours == bellperson_setup(spec.circuit(0), &waste), "log_n {log_n}, {num_inputs} inputs");
-            // Negative twin: another tau gives other parameters.
-            let other = ToxicWaste { tau: waste.tau + Scalar::ONE, ..waste };
-            assert!(setup(spec.circuit(0), &other).unwrap() != bellperson_setup(spec.circuit(0), &waste));
-        }
-    }
-
-    #[test]
-    fn fixed_base_matches_scalar_multiplication() {
-        let mut rng = ChaCha8Rng::seed_from_u64(rand::thread_rng().gen());
-        let table = FixedBase::new(G1Projective::generator());
-        for scalar in [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::random(&mut rng), Scalar::random(&mut rng)] {
-            assert_eq!(table.mul(&scalar), G1Projective::generator() * scalar);
-        }
-        assert_ne!(table.mul(&Scalar::ONE), G1Projective::generator() * Scalar::from(2u64));
-    }
-
-    #[test]
-    fn fixed_base_table_has_the_kernel_layout() {
-        let table = FixedBase::new(G2Projective::generator());
-        assert_eq!(table.table().len(), WINDOWS * WINDOW_POINTS);
-        for (w, b) in [(0u32, 1u64), (0, 255), (1, 1), (5, 17), (31, 255)] {
-            let expected = G2Projective::generator() * (Scalar::from(b) * Scalar::from(256u64).pow_vartime([w as u64]));
-            let entry = table.table()[w as usize * WINDOW_POINTS + b as usize - 1];
-            assert_eq!(entry, expected.to_affine(), "window {w}, byte {b}");
-            // Negative twin: the neighbouring entry holds another multiple.
-            assert_ne!(table.table()[w as usize * WINDOW_POINTS + b as usize % WINDOW_POINTS], expected.to_affine());
-        }
-    }
 }

@@ -6,13 +6,15 @@
 
 pub mod affine;
 pub mod domain;
+pub mod fixed_base;
 pub mod msm;
 pub mod ntt;
 pub mod quotient;
 
 pub use affine::BatchAffine;
 pub use domain::Domain;
-pub use msm::{msm_g1, msm_g2};
+pub use fixed_base::FixedBase;
+pub use msm::{msm_g1, msm_g2, MsmResults};
 pub use ntt::{coset_ntt, icoset_ntt, intt, ntt};
 pub use quotient::{from_coset_evaluations, pointwise_quotient_on_coset, quotient_h, to_coset_evaluations};
 

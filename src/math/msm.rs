@@ -6,6 +6,21 @@ use rayon::prelude::*;
 use crate::Scalar;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
 
+/// The five MSM results one proof is assembled from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsmResults {
+    /// `Σ h_i · H_i`: the quotient polynomial against the key's `h` query.
+    pub h: G1Projective,
+    /// `Σ aux_i · L_i`.
+    pub l: G1Projective,
+    /// The A query against every input and the aux variables that occur in A.
+    pub a: G1Projective,
+    /// The B query in G1 (only C uses it).
+    pub b_g1: G1Projective,
+    /// The B query in G2.
+    pub b_g2: G2Projective,
+}
+
 /// Points per blst call: bounds the projective copy blst needs, without hurting Pippenger.
 const MSM_CHUNK: usize = 1 << 20;
 

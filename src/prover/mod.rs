@@ -1,7 +1,6 @@
 //! The prover a node embeds: built from a config, it runs the actor pipelines of its devices
 //! on its own threads and takes proof requests from any thread or async runtime.
 
-pub mod request;
 pub mod scheduler;
 
 use std::collections::HashMap;
@@ -16,13 +15,13 @@ use crossbeam_channel::{unbounded, Sender};
 use parking_lot::Mutex;
 
 pub use crate::actors::StagingMode;
-pub use request::{Priority, ProofHandle, RequestStatus};
+pub use crate::backend::DeviceSelection;
+pub use crate::request::{Priority, ProofHandle, RequestStatus};
 
 use crate::actors::pipeline::pin_key_vectors;
 use crate::actors::{ActorSystem, BudgetReport, DevicePipeline};
-use crate::backend::cpu::CpuDevice;
 use crate::backend::faults::{FaultInjector, FaultyDevice};
-use crate::backend::{BackendKind, Device};
+use crate::backend::{open_devices, BackendKind, CpuModel, Device};
 use crate::circuit::{Witness, WitnessShape};
 use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinnedRegistry};
@@ -31,33 +30,8 @@ use crate::params::file::{ParamsFile, PointCheck};
 use crate::params::ProvingKey;
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
-use request::{InFlightLimiter, RequestState, Ticket};
+use crate::request::{InFlightLimiter, RequestState, Ticket};
 use scheduler::Scheduler;
-
-/// Which devices a prover uses.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum DeviceSelection {
-    #[default]
-    All,
-    Only(Vec<usize>),
-}
-
-impl std::str::FromStr for DeviceSelection {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<DeviceSelection> {
-        if s.trim() == "all" {
-            return Ok(DeviceSelection::All);
-        }
-        s.split(',')
-            .map(|d| {
-                d.trim()
-                    .parse::<usize>()
-                    .map_err(|_| Error::Config(format!("bad device list {s:?}: use `all` or `0,1`")))
-            })
-            .collect::<Result<Vec<_>>>()
-            .map(DeviceSelection::Only)
-    }
-}
 
 /// How to build a [`Prover`].
 #[derive(Debug, Clone)]
@@ -74,12 +48,6 @@ pub struct ProverConfig {
     /// How many devices the CPU backend models, and how much memory each has.
     pub cpu_devices: usize,
     pub cpu_device_bytes: u64,
-    /// Test-only: tell the budget the device has this many bytes (a lie provokes real OOMs).
-    pub budget_bytes_override: Option<u64>,
-    /// Inject faults at this rate with this seed.
-    pub faults: Option<(f64, u64)>,
-    /// Inject faults only into these devices (None: all), e.g. to model one failing GPU.
-    pub fault_devices: Option<Vec<usize>>,
     /// Extra attempts for a failed partition (0: off). A retry avoids the device it failed on
     /// when another is allowed, so a failing device loses no work.
     pub retries: usize,
@@ -102,14 +70,37 @@ impl Default for ProverConfig {
             in_flight: 4,
             cpu_devices: 1,
             cpu_device_bytes: 16 << 30,
-            budget_bytes_override: None,
-            faults: None,
-            fault_devices: None,
             retries: 2,
             workers_by_device: Default::default(),
             staging: StagingMode::default(),
             key_cache_host_bytes: 128 << 30,
         }
+    }
+}
+
+/// Faults to inject into a prover's devices, for fault tests and the bench's `--faults`; a
+/// node never sets them ([`Prover::new`] injects none).
+#[derive(Debug, Clone, Default)]
+pub struct FaultInjection {
+    /// The share of device operations that fail, and the seed they are drawn from.
+    pub rate: f64,
+    pub seed: u64,
+    /// Inject only into these devices (None: all), e.g. to model one failing GPU.
+    pub devices: Option<Vec<usize>>,
+    /// Tells each budget its device has this many bytes: a lie that provokes real
+    /// out-of-memory failures.
+    pub budget_bytes_override: Option<u64>,
+}
+
+impl FaultInjection {
+    /// Faults at `rate`, drawn from `seed`, into every device.
+    pub fn at_rate(rate: f64, seed: u64) -> FaultInjection {
+        FaultInjection { rate, seed, ..FaultInjection::default() }
+    }
+
+    /// No injected faults; each budget believes its device has `bytes`.
+    pub fn budget_of(bytes: u64) -> FaultInjection {
+        FaultInjection { budget_bytes_override: Some(bytes), ..FaultInjection::default() }
     }
 }
 
@@ -132,30 +123,6 @@ impl ProofRequest {
         let r = partitions.iter().map(|_| Scalar::random(&mut *rng)).collect();
         let s = partitions.iter().map(|_| Scalar::random(&mut *rng)).collect();
         ProofRequest { key, partitions, r, s, priority: Priority::Normal, devices: None }
-    }
-}
-
-/// Opens the devices of a backend; `Auto` falls back to the CPU and says so.
-pub fn open_devices(config: &ProverConfig) -> Result<(BackendKind, Vec<Arc<dyn Device>>)> {
-    let cpu = || -> Vec<Arc<dyn Device>> {
-        (0..config.cpu_devices.max(1))
-            .filter(|d| match &config.devices {
-                DeviceSelection::All => true,
-                DeviceSelection::Only(list) => list.contains(d),
-            })
-            .map(|d| Arc::new(CpuDevice::new(d, config.cpu_device_bytes)) as Arc<dyn Device>)
-            .collect()
-    };
-    match config.backend {
-        BackendKind::Cpu => Ok((BackendKind::Cpu, cpu())),
-        BackendKind::Cuda => Ok((BackendKind::Cuda, crate::backend::cuda::open_devices(&config.devices)?)),
-        BackendKind::Auto => match crate::backend::cuda::open_devices(&config.devices) {
-            Ok(devices) if !devices.is_empty() => Ok((BackendKind::Cuda, devices)),
-            Ok(_) | Err(_) => {
-                tracing::warn!("no usable CUDA GPU found; proving on the CPU backend");
-                Ok((BackendKind::Cpu, cpu()))
-            }
-        },
     }
 }
 
@@ -229,16 +196,22 @@ pub struct Prover {
 impl Prover {
     /// Opens the devices and starts their pipelines.
     pub fn new(config: ProverConfig) -> Result<Prover> {
+        Prover::with_fault_injection(config, FaultInjection::default())
+    }
+
+    /// [`Prover::new`], with `injected` faults in its devices (fault tests, the bench).
+    pub fn with_fault_injection(config: ProverConfig, injected: FaultInjection) -> Result<Prover> {
         if config.in_flight == 0 || config.workers_per_device == 0 {
             return Err(Error::Config("in_flight and workers_per_device must be at least 1".into()));
         }
-        let (backend, devices) = open_devices(&config)?;
+        let cpu = CpuModel { devices: config.cpu_devices, device_bytes: config.cpu_device_bytes };
+        let (backend, devices) = open_devices(config.backend, &config.devices, cpu)?;
         if devices.is_empty() {
             return Err(Error::Config(format!("no device matches {:?}", config.devices)));
         }
-        let faults = match config.faults {
-            Some((rate, seed)) => FaultInjector::new(rate, seed),
-            None => FaultInjector::disabled(),
+        let faults = match injected.rate > 0.0 {
+            true => FaultInjector::new(injected.rate, injected.seed),
+            false => FaultInjector::disabled(),
         };
         let timeline = TimelineRecorder::new();
         let system = ActorSystem::start("snarkpipe-actors")?;
@@ -246,10 +219,10 @@ impl Prover {
         let host_pins = HostPinTable::new();
         for device in &devices {
             let ordinal = device.info().ordinal;
-            let faulty = faults.is_enabled() && config.fault_devices.as_ref().is_none_or(|d| d.contains(&ordinal));
+            let faulty = faults.is_enabled() && injected.devices.as_ref().is_none_or(|d| d.contains(&ordinal));
             let wrapped = if faulty { FaultyDevice::wrap(device.clone(), faults.clone()) } else { device.clone() };
             let capacity = device.info().capacity_bytes;
-            let budget = config
+            let budget = injected
                 .budget_bytes_override
                 .unwrap_or(capacity.saturating_sub(config.memory_reserve_bytes.min(capacity / 2)));
             let workers = config.workers_by_device.get(&ordinal).copied().unwrap_or(config.workers_per_device);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::request::{InFlightLimiter, Ticket};
+use crate::request::{InFlightLimiter, Ticket};
 use crate::actors::messages::PartitionJob;
 use crate::actors::DevicePipeline;
 use crate::backend::FailureSlot;
@@ -104,7 +104,7 @@ impl Scheduler {
                 priority = ?ticket.request.priority,
                 "placing a partition"
             );
-            token.placed_on(pipeline.clone());
+            token.placed_on(pipeline.load_counter());
             ticket.request.mark_placed();
             let job = self.job(ticket, pipeline.clone(), token);
             pipeline.admit(job);
@@ -137,7 +137,7 @@ impl Scheduler {
         &self,
         ticket: Ticket,
         pipeline: Arc<DevicePipeline>,
-        token: super::request::InFlightToken,
+        token: crate::request::InFlightToken,
     ) -> Box<PartitionJob> {
         let request = ticket.request;
         let log_n = ticket.witness.domain().map(|d| d.log_n()).unwrap_or(0);

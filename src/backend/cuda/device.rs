@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G2Affine, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use parking_lot::Mutex;
 
 use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, PinnedRange};
@@ -20,11 +20,13 @@ use super::msm::{msm_scratch_bytes, MsmOptions, MSM_PASS_POINTS};
 use super::probe::ProbeField;
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
-    scalar_bytes, ArithmeticRates, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange,
+    ArithmeticRates, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange,
     HostScalars, MsmResultSlots, MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
 };
 use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};
+use crate::math::FixedBase;
+use crate::plan::scalar_bytes;
 use crate::timeline::TimelineRecorder;
 
 /// One GPU.
@@ -163,6 +165,14 @@ impl Device for CudaDevice {
 
     fn min_msm_pass_points(&self) -> usize {
         MSM_PASS_POINTS
+    }
+
+    fn fixed_base_g1(&self, base: &FixedBase<G1Projective>, scalars: &[Scalar]) -> Result<Vec<G1Affine>> {
+        super::setup::fixed_base_g1(&self.gpu, base.table(), scalars)
+    }
+
+    fn fixed_base_g2(&self, base: &FixedBase<G2Projective>, scalars: &[Scalar]) -> Result<Vec<G2Affine>> {
+        super::setup::fixed_base_g2(&self.gpu, base.table(), scalars)
     }
 
     fn arithmetic_rates(&self) -> Result<Option<ArithmeticRates>> {

@@ -26,11 +26,10 @@ pub use device::workspace_bytes;
 pub use msm::{msm_scratch_bytes, window_bits_for, BucketKernel, MsmCurve, MsmOptions, G1, G2, MSM_PASS_POINTS};
 pub use ntt::domain_root;
 pub use probe::ProbeField;
-pub use setup::{fixed_base_g1, fixed_base_g2};
 
 use crate::backend::Device;
 use crate::error::{Error, Result};
-use crate::prover::DeviceSelection;
+use crate::backend::DeviceSelection;
 
 /// Whether a CUDA driver is present and reports at least one GPU. Never panics.
 pub fn cuda_available() -> bool {
@@ -45,8 +44,8 @@ pub fn device_count() -> usize {
     cudarc::driver::CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)
 }
 
-/// Opens the selected GPUs as pipeline devices.
-pub fn open_devices(selection: &DeviceSelection) -> Result<Vec<Arc<dyn Device>>> {
+/// Opens the selected GPUs as pipeline devices (through [`crate::backend::open_devices`]).
+pub(crate) fn open_selected(selection: &DeviceSelection) -> Result<Vec<Arc<dyn Device>>> {
     let count = device_count();
     if count == 0 {
         return Err(Error::BackendUnavailable(

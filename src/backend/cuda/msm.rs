@@ -34,7 +34,7 @@ fn log_segments_for(windows: usize, log_buckets: u32) -> u32 {
 /// same buckets and reduces them once, so its scratch is bounded by a pass (about 166 bytes per
 /// point at c = 20, plus the buckets) whatever its length: at 2^27 this is what lets two
 /// partitions fit beside a resident key on one H200. Where the budget has room, a partition's
-/// plan takes longer passes ([`crate::actors::admission::msm_pass_points`]): every pass after
+/// plan takes longer passes ([`crate::plan::msm_pass_points`]): every pass after
 /// the first pays a fix-up over all the buckets.
 pub const MSM_PASS_POINTS: usize = 1 << 25;
 

@@ -3,6 +3,8 @@
 //! 3·10^8 points. The host builds the byte-window table of the generator; the GPU sums one
 //! table point per scalar byte; the host normalises the Jacobian results in parallel batches.
 
+use std::sync::Arc;
+
 use blstrs::{G1Affine, G2Affine, Scalar};
 use group::prime::PrimeCurveAffine;
 use rayon::prelude::*;
@@ -31,17 +33,17 @@ impl FixedBaseCurve for G2 {
     const KERNEL: &'static str = "setup_g2_fixed_base";
 }
 
-/// `scalars[i]·G` on G1, where `table[w·255 + b − 1] = b·2^(8w)·G`. Runs on GPU 0.
-pub fn fixed_base_g1(table: &[G1Affine], scalars: &[Scalar]) -> Result<Vec<G1Affine>> {
-    fixed_base::<G1>(table, scalars)
+/// `scalars[i]·G` on G1 on `gpu`, where `table[w·255 + b − 1] = b·2^(8w)·G`.
+pub(super) fn fixed_base_g1(gpu: &Arc<GpuContext>, table: &[G1Affine], scalars: &[Scalar]) -> Result<Vec<G1Affine>> {
+    fixed_base::<G1>(gpu, table, scalars)
 }
 
-/// `scalars[i]·G` on G2, with the table laid out as for [`fixed_base_g1`]. Runs on GPU 0.
-pub fn fixed_base_g2(table: &[G2Affine], scalars: &[Scalar]) -> Result<Vec<G2Affine>> {
-    fixed_base::<G2>(table, scalars)
+/// `scalars[i]·G` on G2 on `gpu`, with the table laid out as for [`fixed_base_g1`].
+pub(super) fn fixed_base_g2(gpu: &Arc<GpuContext>, table: &[G2Affine], scalars: &[Scalar]) -> Result<Vec<G2Affine>> {
+    fixed_base::<G2>(gpu, table, scalars)
 }
 
-fn fixed_base<C>(table: &[C::Affine], scalars: &[Scalar]) -> Result<Vec<C::Affine>>
+fn fixed_base<C>(gpu: &Arc<GpuContext>, table: &[C::Affine], scalars: &[Scalar]) -> Result<Vec<C::Affine>>
 where
     C: FixedBaseCurve,
     C::Affine: PrimeCurveAffine + Send + Sync,
@@ -55,7 +57,6 @@ where
     if scalars.is_empty() {
         return Ok(out);
     }
-    let gpu = GpuContext::open(0)?;
     let stream = gpu.new_stream()?;
     let table = stream.upload(table)?;
     let chunk = SCALARS_PER_CHUNK.min(scalars.len());

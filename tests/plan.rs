@@ -1,0 +1,90 @@
+//! The memory plan (`snarkpipe::plan`) at the sizes a GPU runs: MSM pass lengths against the
+//! room beside a resident key, and the chunks a streamed key passes through.
+
+use snarkpipe::backend::cpu::CpuDevice;
+use snarkpipe::backend::cuda::{self, MSM_PASS_POINTS};
+use snarkpipe::circuit::WitnessShape;
+use snarkpipe::plan::{
+    key_chunk_bytes, key_chunk_points, largest_msm, msm_pass_points, partition_plan_bytes,
+    partition_plan_bytes_with_pass, Workspace, MAX_KEY_CHUNK_POINTS, MIN_KEY_CHUNK_POINTS,
+};
+use snarkpipe::synthetic::{SyntheticSpec, WitnessProfile};
+
+/// A device planning its scratch as the CUDA device does, so that the pass choice can be
+/// checked without a GPU.
+struct PlansLikeCuda;
+
+impl Workspace for PlansLikeCuda {
+    fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
+        cuda::workspace_bytes(log_n, max_msm_len, msm_pass_points)
+    }
+    fn min_msm_pass_points(&self) -> usize {
+        MSM_PASS_POINTS
+    }
+}
+
+/// The bits-profile synthetic partition of 2^log_n constraints, and its key's device bytes.
+fn partition(log_n: u32) -> (WitnessShape, u64) {
+    let spec = SyntheticSpec { log_n, profile: WitnessProfile::Bits, ..SyntheticSpec::default() };
+    let shape = spec.shape().expect("a valid spec");
+    let b = shape.b_query_len() as u64;
+    let g1 = (1u64 << log_n) + shape.num_aux as u64 + shape.a_query_len() as u64 + b;
+    (shape, g1 * 96 + b * 192)
+}
+
+/// The bytes a budget on a 141 GB GPU grants with the default reserve, the key resident.
+const LARGE_GPU_BUDGET: u64 = 149_036_138_496;
+
+#[test]
+fn partitions_take_one_msm_pass_where_the_budget_has_room_for_it() {
+    let device = PlansLikeCuda;
+    // 2^26, three in flight: one pass over the largest MSM (the l query, 1.5 · 2^26 points)
+    let (shape, key) = partition(26);
+    let pass = msm_pass_points(&device, &shape, 26, 3, LARGE_GPU_BUDGET - key);
+    assert!(pass >= largest_msm(&shape, 26), "2^26: passes of {pass}");
+    let one_pass = partition_plan_bytes_with_pass(&device, &shape, 26, pass);
+    assert!(3 * one_pass + key <= LARGE_GPU_BUDGET);
+    assert!(one_pass > partition_plan_bytes(&device, &shape, 26), "one pass holds more than the shortest");
+    // 2^27, two in flight beside the 64 GB key: only the shortest pass lets both fit
+    let (shape, key) = partition(27);
+    assert_eq!(msm_pass_points(&device, &shape, 27, 2, LARGE_GPU_BUDGET - key), MSM_PASS_POINTS);
+    let shortest = partition_plan_bytes(&device, &shape, 27);
+    assert!(2 * shortest + key <= LARGE_GPU_BUDGET, "two 2^27 partitions fit with the shortest pass");
+    let longer = partition_plan_bytes_with_pass(&device, &shape, 27, 2 * MSM_PASS_POINTS);
+    assert!(2 * longer + key > LARGE_GPU_BUDGET, "and not with twice that");
+    // one 2^27 partition at a time has room for a longer pass
+    assert!(msm_pass_points(&device, &shape, 27, 1, LARGE_GPU_BUDGET - key) > MSM_PASS_POINTS);
+}
+
+#[test]
+fn a_tight_budget_keeps_the_shortest_msm_pass() {
+    let device = PlansLikeCuda;
+    let (shape, _) = partition(26);
+    let shortest = partition_plan_bytes(&device, &shape, 26);
+    // room for three shortest-pass plans only, or for none at all
+    for room in [3 * shortest, shortest / 2, 0] {
+        assert_eq!(msm_pass_points(&device, &shape, 26, 3, room), MSM_PASS_POINTS, "room {room}");
+    }
+    // partitions smaller than the shortest pass: their plan does not depend on it
+    let (small, _) = partition(20);
+    assert_eq!(msm_pass_points(&device, &small, 20, 4, 0), MSM_PASS_POINTS);
+    assert_eq!(
+        partition_plan_bytes_with_pass(&device, &small, 20, MSM_PASS_POINTS),
+        partition_plan_bytes_with_pass(&device, &small, 20, 1 << 22)
+    );
+    // the CPU runs every MSM in one pass whatever the room
+    assert_eq!(msm_pass_points(&CpuDevice::new(0, 0), &shape, 26, 3, 0), usize::MAX);
+}
+
+#[test]
+fn a_key_chunk_is_as_large_as_the_room_allows_within_its_bounds() {
+    let room = key_chunk_bytes;
+    assert_eq!(key_chunk_points(room(1000), 1 << 20), Some(1000));
+    assert_eq!(key_chunk_points(room(1000) + 383, 1 << 20), Some(1000), "a partial point is no room");
+    assert_eq!(key_chunk_points(room(1 << 30), 1 << 30), Some(MAX_KEY_CHUNK_POINTS));
+    assert_eq!(key_chunk_points(room(1 << 20), 300), Some(300), "no larger than the longest vector");
+    assert_eq!(key_chunk_points(room(1 << 20), 10), Some(MIN_KEY_CHUNK_POINTS));
+    assert_eq!(key_chunk_points(room(MIN_KEY_CHUNK_POINTS), 1 << 20), Some(MIN_KEY_CHUNK_POINTS));
+    assert_eq!(key_chunk_points(room(MIN_KEY_CHUNK_POINTS) - 1, 1 << 20), None);
+    assert_eq!(key_chunk_points(0, 1 << 20), None);
+}
