@@ -29,6 +29,10 @@ pub enum Error {
     #[error("circuit synthesis failed: {0}")]
     Synthesis(String),
 
+    /// An invariant of snarkpipe itself did not hold: a bug, not bad input.
+    #[error("internal error (a bug in snarkpipe; please report it): {0}")]
+    Internal(String),
+
     /// A circuit variable had no assigned value.
     #[error("a variable has no assignment: prove with a witness, not with a key-generation circuit")]
     MissingAssignment,

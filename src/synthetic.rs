@@ -25,8 +25,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::circuit::{Density, Witness, WitnessShape};
 use crate::backend::{self, BackendKind, CpuModel, DeviceSelection};
+use crate::circuit::{Density, Witness, WitnessShape};
 use crate::groth16::setup::{setup_on, ToxicWaste};
 use crate::math::{BatchAffine, Domain};
 use crate::params::ProvingKey;

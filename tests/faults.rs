@@ -144,7 +144,7 @@ impl Site {
     fn stages(self) -> &'static [Stage] {
         match self {
             // The key's buffers are allocated at admission, the partition's at htod.
-            Site::Allocation => &[Stage::Budget, Stage::Htod],
+            Site::Allocation => &[Stage::Admission, Stage::Htod],
             Site::Pin => &[Stage::Pin],
             // A partition's own copy fails at htod; a failed key upload fails the partitions
             // sharing that key where they check the key (after the device work).

@@ -289,8 +289,7 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
     let key = ours.proving_key().unwrap();
     // A device one byte short of a partition's plan, even without the key.
     let shape = ours.witness(0).unwrap().shape();
-    let plan =
-        snarkpipe::plan::partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &shape, 8);
+    let plan = snarkpipe::plan::partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &shape, 8);
     let device_bytes = plan - 1;
     let tiny = Prover::new(ProverConfig {
         backend: BackendKind::Cpu,
@@ -306,7 +305,7 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
     for (i, outcome) in outcomes.iter().enumerate() {
         let err = outcome.as_ref().expect_err("a partition larger than the device proved");
         match err {
-            Error::Stage { partition, stage: Stage::Budget, cause } => {
+            Error::Stage { partition, stage: Stage::Admission, cause } => {
                 assert_eq!(*partition, i);
                 match cause.as_ref() {
                     Error::PlanExceedsDevice { needed_bytes, capacity_bytes, .. } => {
@@ -322,7 +321,7 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
     }
     // Refused at admission, not mid-proof: no partition reached any later stage.
     let timeline = tiny.timeline().snapshot();
-    let later: Vec<_> = timeline.spans.iter().filter(|s| s.stage != Stage::Budget).map(|s| s.stage).collect();
+    let later: Vec<_> = timeline.spans.iter().filter(|s| s.stage != Stage::Admission).map(|s| s.stage).collect();
     assert!(later.is_empty(), "refused partitions ran stages {later:?}");
     assert_nothing_held(&tiny);
     good.proves_unharmed();

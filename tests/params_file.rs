@@ -346,3 +346,26 @@ fn a_bad_verifying_key_is_refused_in_both_modes() {
         assert_eq!(reason, "verifying key, beta_g1: not on the curve");
     }
 }
+
+/// A file truncated or rewritten after it was opened (a `.params` file replaced under a
+/// running node) gives a typed error when the key is read, not a SIGBUS: the file is read by
+/// position, never mapped. On a memory-mapped file the truncation killed the process.
+#[test]
+fn a_file_truncated_while_open_is_a_typed_error_not_a_crash() {
+    let mut rng = fresh_rng();
+    let params = parameters(&mut rng);
+    let bytes = params_bytes(&params);
+    let temp = write_temp(&bytes);
+    let file = ParamsFile::open(temp.path(), PointCheck::Unchecked).expect("opens");
+    // Cut the file to its verifying key: every section's points are gone.
+    std::fs::OpenOptions::new().write(true).open(temp.path()).unwrap().set_len(VK_FIXED_LEN as u64).unwrap();
+    match file.proving_key() {
+        Err(Error::ParamsFile { reason, .. }) => {
+            assert!(reason.contains("truncated or rewritten while in use"), "{reason}")
+        }
+        other => panic!("a truncated file gave {other:?}"),
+    }
+    // The negative twin: an untouched file opened the same way decodes.
+    let intact = write_temp(&bytes);
+    assert_matches_params(&ParamsFile::open(intact.path(), PointCheck::Unchecked).unwrap(), &params);
+}

@@ -256,11 +256,8 @@ fn a_lying_budget_meets_a_real_out_of_memory_and_the_device_recovers() {
     let key: Arc<ProvingKey> = spec.proving_key().unwrap();
     let witness = partitions(&spec, 1);
     // Size the device for the key and one partition; tell the budget it holds ten.
-    let one = snarkpipe::plan::partition_plan_bytes(
-        &snarkpipe::backend::cpu::CpuDevice::new(0, 0),
-        &witness[0].shape(),
-        8,
-    );
+    let one =
+        snarkpipe::plan::partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &witness[0].shape(), 8);
     let device_bytes = key.device_bytes() + one + one / 2;
     let config = ProverConfig {
         backend: BackendKind::Cpu,
@@ -516,7 +513,7 @@ fn only_the_oldest_partition_in_flight_is_marked_urgent_and_the_marks_follow_adm
     }
     // The first partition admitted is the oldest for its whole stay: all its device work is marked,
     // and the marks pass to the others in the order they were admitted.
-    let mut admitted: Vec<&Span> = timeline.spans.iter().filter(|s| s.stage == Stage::Budget).collect();
+    let mut admitted: Vec<&Span> = timeline.spans.iter().filter(|s| s.stage == Stage::Admission).collect();
     admitted.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
     let first = admitted[0].partition;
     assert!(device.iter().filter(|s| s.partition == first).all(|s| oldest(s)), "partition {first} lost its mark");
@@ -572,7 +569,7 @@ fn a_younger_partition_s_results_do_not_wait_for_an_older_partition_s_msms() {
             let partitions: BTreeSet<usize> = timeline
                 .spans
                 .iter()
-                .filter(|s| s.stage == Stage::Budget && s.args.get("log_n") == Some(&log_n.into()))
+                .filter(|s| s.stage == Stage::Admission && s.args.get("log_n") == Some(&log_n.into()))
                 .map(|s| s.partition)
                 .collect();
             timeline

@@ -60,7 +60,7 @@ impl Builder {
 fn two_device_run() -> Timeline {
     let args = BTreeMap::from([("bytes".to_string(), json!(4096)), ("kind".to_string(), json!("g1"))]);
     Builder::new()
-        .span(actor("budget", None, None), Stage::Budget, 0, 0.0, 0.2)
+        .span(actor("admission", None, None), Stage::Admission, 0, 0.0, 0.2)
         .span(actor("pin", None, None), Stage::Pin, 0, 0.2, 1.0)
         .span(actor("pin", None, None), Stage::Pin, 1, 1.0, 1.8)
         .span_with(stream(0, "copy"), Stage::Htod, 0, 1.0, 1.5, args.clone())
@@ -189,7 +189,7 @@ fn overlap_of_two_pipelined_partitions_is_exact() {
     // p0: htod 0-2, msm 2-6. p1: htod 4-6, msm 6-10. Only during 4-6 are two partitions in
     // two stages: 2 ms of 10 ms of work. p1's budget wait during 0-4 is not work.
     let t = Builder::new()
-        .span(actor("budget", Some(0), None), Stage::Budget, 1, 0.0, 4.0)
+        .span(actor("admission", Some(0), None), Stage::Admission, 1, 0.0, 4.0)
         .span(stream(0, "copy"), Stage::Htod, 0, 0.0, 2.0)
         .span(stream(0, "compute"), Stage::Msm, 0, 2.0, 6.0)
         .span(actor("msm", Some(0), None), Stage::Msm, 0, 1.9, 6.1)
@@ -202,7 +202,7 @@ fn overlap_of_two_pipelined_partitions_is_exact() {
     // Each partition's msm counts once, from the stream, not again from the actor.
     assert!((summary.stage_seconds["msm"] - 8.0 * MS).abs() < EPS);
     assert!((summary.stage_seconds["htod"] - 4.0 * MS).abs() < EPS);
-    assert!((summary.stage_seconds["budget"] - 4.0 * MS).abs() < EPS);
+    assert!((summary.stage_seconds["admission"] - 4.0 * MS).abs() < EPS);
     assert!((summary.busy_fraction[&0] - 1.0).abs() < EPS);
     assert!(summary.idle_gaps.is_empty());
 }
@@ -283,7 +283,7 @@ fn edge_cases_give_finite_figures() {
     // A device seen only through its actors: their device-side spans are its work.
     let actors_only = summarize(
         &Builder::new()
-            .span(actor("budget", Some(1), None), Stage::Budget, 0, 0.0, 5.0)
+            .span(actor("admission", Some(1), None), Stage::Admission, 0, 0.0, 5.0)
             .span(actor("msm", Some(1), None), Stage::Msm, 0, 0.0, 1.0)
             .span(actor("msm", Some(1), None), Stage::Msm, 1, 3.0, 4.0)
             .build(),

@@ -3,16 +3,18 @@
 //! starts. A plan that can never fit fails here, not mid-proof.
 
 use super::messages::PartitionJob;
-use super::stage_actor::StageLogic;
+use super::stage_actor::{StageLogic, Threads};
 use crate::plan::{key_chunk_bytes, key_chunk_points, msm_pass_points, partition_plan_bytes, partition_plan_bytes_with_pass, MIN_KEY_CHUNK_POINTS};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 
 /// Admits partitions to one device.
+#[derive(Default)]
 pub struct Admission;
 
 impl StageLogic for Admission {
-    const STAGE: Stage = Stage::Budget;
+    const STAGE: Stage = Stage::Admission;
+    const THREADS: Threads = Threads::One;
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         let pipeline = job.pipeline.clone();

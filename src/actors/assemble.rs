@@ -1,21 +1,22 @@
 //! The assembly actor: waits for a partition's results to reach the host and assembles the
 //! proof A, B, C with the partition's r and s.
 
-use super::htod::missing;
 use super::messages::PartitionJob;
-use super::stage_actor::StageLogic;
+use super::stage_actor::{StageLogic, Threads};
 use crate::error::Result;
 use crate::groth16::assemble_proof;
 use crate::stage::Stage;
 
 /// Assembles proofs on the host.
-pub struct Assembly;
+#[derive(Default)]
+pub struct Assemble;
 
-impl StageLogic for Assembly {
+impl StageLogic for Assemble {
     const STAGE: Stage = Stage::Assemble;
+    const THREADS: Threads = Threads::PerWorker;
 
     fn inputs_ready(&mut self, job: &mut PartitionJob) -> Result<()> {
-        job.dtoh_done.as_ref().ok_or_else(|| missing("download event"))?.wait()
+        job.dtoh_done.as_ref().ok_or_else(|| PartitionJob::missing("download event"))?.wait()
     }
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
@@ -24,7 +25,7 @@ impl StageLogic for Assembly {
             resident.failure.check()?;
         }
         job.failure.check()?;
-        let results = job.pending_results.take().ok_or_else(|| missing("results"))?.read()?;
+        let results = job.pending_results.take().ok_or_else(|| PartitionJob::missing("results"))?.read()?;
         job.proof = Some(assemble_proof(&job.key.vk, &results, job.r, job.s)?);
         Ok(())
     }

@@ -3,18 +3,20 @@
 //! a key too large to stay resident gets two chunk buffers instead, filled by the MSM stage).
 
 use super::messages::{PartitionBuffers, PartitionJob};
-use super::stage_actor::StageLogic;
+use super::stage_actor::{StageLogic, Threads};
 use crate::backend::Device;
 use crate::plan::{g2_bytes, scalar_bytes, MSM_RESULTS_BYTES};
 use crate::circuit::PackedDensity;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::stage::Stage;
 
 /// Stages a partition onto the device.
-pub struct Staging;
+#[derive(Default)]
+pub struct Htod;
 
-impl StageLogic for Staging {
+impl StageLogic for Htod {
     const STAGE: Stage = Stage::Htod;
+    const THREADS: Threads = Threads::One;
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         let pipeline = job.pipeline.clone();
@@ -23,11 +25,11 @@ impl StageLogic for Staging {
         match (&job.resident_key, job.key_chunk_points) {
             (Some(resident), _) => resident.upload_once(&job.key, &stream, job.partition_id, job.seniority())?,
             (None, Some(_)) => {}
-            (None, None) => return Err(missing("resident key")),
+            (None, None) => return Err(PartitionJob::missing("resident key")),
         }
 
         let device: &dyn Device = pipeline.device.as_ref();
-        let staged = job.staged.as_ref().ok_or_else(|| missing("pinned inputs"))?;
+        let staged = job.staged.as_ref().ok_or_else(|| PartitionJob::missing("pinned inputs"))?;
         let domain = 1usize << job.log_n;
         let scalars = |n: usize| device.allocate(scalar_bytes(n.max(1)));
         let buffers = PartitionBuffers {
@@ -68,8 +70,4 @@ impl StageLogic for Staging {
         job.htod_done = Some(stream.record_event()?);
         Ok(())
     }
-}
-
-pub(crate) fn missing(what: &str) -> Error {
-    Error::Synthesis(format!("internal: the partition reached a stage without its {what}"))
 }

@@ -209,10 +209,16 @@ impl PartitionJob {
         args.insert("request".into(), self.request.id.into());
         args.insert("log_n".into(), self.log_n.into());
         args.insert("worker".into(), self.worker.into());
-        if stage == Stage::Budget {
+        if stage == Stage::Admission {
             args.insert("bytes".into(), self.grant.as_ref().map_or(0, |g| g.bytes()).into());
         }
         args
+    }
+
+    /// The error for a stage that finds an earlier stage's output missing: a broken invariant
+    /// of the pipeline, never bad input.
+    pub fn missing(what: &str) -> Error {
+        Error::Internal(format!("the partition reached a stage without its {what}"))
     }
 
     /// Remembers a stream this job queued work on, so a failure can wait for it to drain.
@@ -222,10 +228,20 @@ impl PartitionJob {
         }
     }
 
-    /// Sends the job to the actor of the stage after `stage`.
-    pub fn forward_after(self: Box<Self>, stage: Stage) {
-        let pipeline = self.pipeline.clone();
-        pipeline.forward_after(stage, self);
+    /// Sends the job to the actor of the stage after `stage`; after the last stage, finishes
+    /// it with its proof.
+    pub fn forward_after(mut self: Box<Self>, stage: Stage) {
+        match stage.next() {
+            Some(next) => {
+                let pipeline = self.pipeline.clone();
+                pipeline.send_to(next, self);
+            }
+            None => {
+                let proof =
+                    self.proof.take().ok_or_else(|| Error::Internal(format!("no proof after the {stage} stage")));
+                self.finish(proof);
+            }
+        }
     }
 
     /// Ends the job: on failure first lets queued device work drain (it is skipped, as the

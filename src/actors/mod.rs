@@ -1,19 +1,15 @@
 //! The pipeline's actors, one module per actor; `actors.md` describes each one.
 //!
-//! Per device: an admission actor asks the budget actor for the partition's whole memory plan;
-//! then pin → htod → ntt → msm → dtoh → assemble actors each do their stage and pass the
-//! partition on with the events the next stage waits for. Stage actors only enqueue device
-//! work; the device's streams run it, so stages of different partitions overlap.
+//! Per device: the admission actor asks the budget actor for the partition's whole memory
+//! plan; then the actors of the later stages each do their stage and pass the partition on
+//! with the events the next stage waits for. Stage actors only enqueue device work; the
+//! device's streams run it, so stages of different partitions overlap.
+//!
+//! The stage actors' modules, their start and their order come from the stage list
+//! (`crate::stage::stage_list`); the modules declared by hand here are the actors' shared parts.
 
-pub mod admission;
-pub mod assemble;
 pub mod budget;
-pub mod dtoh;
-pub mod htod;
 pub mod messages;
-pub mod msm;
-pub mod ntt;
-pub mod pin;
 pub mod pipeline;
 pub mod stage_actor;
 pub mod system;
@@ -23,3 +19,25 @@ pub use messages::{Advance, PartitionJob};
 pub use pin::StagingMode;
 pub use pipeline::{DevicePipeline, ResidentKey};
 pub use system::ActorSystem;
+
+use actix::Recipient;
+
+/// Declares one module per stage actor and starts them in pipeline order, each checked to be
+/// the actor of its line in the stage list.
+macro_rules! stage_actors {
+    ($($(#[$doc:meta])* $variant:ident $name:literal $colour:literal $module:ident :: $logic:ident,)*) => {
+        $(pub mod $module;)*
+
+        $(const _: () = assert!(
+            matches!(<$module::$logic as stage_actor::StageLogic>::STAGE, crate::stage::Stage::$variant),
+            concat!(stringify!($module::$logic), " runs another stage than its line in the stage list"),
+        );)*
+
+        /// Starts every stage's actors for device `device` with `workers` workers; the
+        /// addresses are in the order of [`crate::stage::Stage::ALL`].
+        pub(crate) fn start_stage_actors(device: usize, workers: usize) -> Vec<Recipient<Advance>> {
+            vec![$(stage_actor::StageActor::<$module::$logic>::start(device, workers).recipient()),*]
+        }
+    };
+}
+crate::stage::stage_list!(stage_actors);

@@ -12,15 +12,15 @@ use std::sync::Arc;
 
 use blstrs::{G1Affine, G2Affine};
 
-use super::htod::missing;
 use super::messages::PartitionJob;
-use super::stage_actor::StageLogic;
+use super::stage_actor::{StageLogic, Threads};
 use crate::backend::{DeviceBuffer, Group, MsmSlot, StageEvent};
 use crate::error::Result;
 use crate::stage::Stage;
 
 /// Runs the MSMs on the device.
-pub struct Multiexp;
+#[derive(Default)]
+pub struct Msm;
 
 /// Where one MSM's points come from.
 enum KeyPoints<'a> {
@@ -45,21 +45,22 @@ fn chunks(len: usize, chunk: usize) -> Vec<Range<usize>> {
     (0..len).step_by(chunk.max(1)).map(|start| start..(start + chunk).min(len)).collect()
 }
 
-impl StageLogic for Multiexp {
+impl StageLogic for Msm {
     const STAGE: Stage = Stage::Msm;
+    const THREADS: Threads = Threads::PerWorker;
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         let stream = job.pipeline.compute[job.worker].clone();
         job.used(&stream);
-        stream.wait_event(job.ntt_done.as_ref().ok_or_else(|| missing("NTT event"))?)?;
+        stream.wait_event(job.ntt_done.as_ref().ok_or_else(|| PartitionJob::missing("NTT event"))?)?;
         let resident = job.resident_key.clone();
         if let Some(key) = &resident {
             key.failure.check()?;
-            let uploaded = key.uploaded.get().ok_or_else(|| missing("proving key upload"))?;
+            let uploaded = key.uploaded.get().ok_or_else(|| PartitionJob::missing("proving key upload"))?;
             stream.wait_event(uploaded)?;
         }
-        let buffers = job.buffers.as_ref().ok_or_else(|| missing("device buffers"))?;
-        let staged = job.staged.as_ref().ok_or_else(|| missing("pinned inputs"))?;
+        let buffers = job.buffers.as_ref().ok_or_else(|| PartitionJob::missing("device buffers"))?;
+        let staged = job.staged.as_ref().ok_or_else(|| PartitionJob::missing("pinned inputs"))?;
         let h_len = (1usize << job.log_n) - 1;
         let key = &job.key;
         let (h, l, a, b_g1, b_g2) = match &resident {
@@ -104,7 +105,7 @@ impl StageLogic for Multiexp {
             streamed = true;
             for terms in chunks(len, chunk) {
                 let buffer = filled % 2;
-                let target = buffers.key_chunks.get(buffer).ok_or_else(|| missing("key chunk buffers"))?;
+                let target = buffers.key_chunks.get(buffer).ok_or_else(|| PartitionJob::missing("key chunk buffers"))?;
                 if let Some(read) = &last_read[buffer] {
                     key_stream.wait_event(read)?;
                 }

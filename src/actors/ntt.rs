@@ -1,24 +1,25 @@
 //! The NTT actor: queues the quotient polynomial h = (a·b − c)/Z on the partition's worker
 //! stream, after its uploads.
 
-use super::htod::missing;
 use super::messages::PartitionJob;
-use super::stage_actor::StageLogic;
+use super::stage_actor::{StageLogic, Threads};
 use crate::plan::scalar_bytes;
 use crate::error::Result;
 use crate::stage::Stage;
 
 /// Computes h on the device.
-pub struct Quotient;
+#[derive(Default)]
+pub struct Ntt;
 
-impl StageLogic for Quotient {
+impl StageLogic for Ntt {
     const STAGE: Stage = Stage::Ntt;
+    const THREADS: Threads = Threads::PerWorker;
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         let stream = job.pipeline.compute[job.worker].clone();
         job.used(&stream);
-        stream.wait_event(job.htod_done.as_ref().ok_or_else(|| missing("upload event"))?)?;
-        let buffers = job.buffers.as_ref().ok_or_else(|| missing("device buffers"))?;
+        stream.wait_event(job.htod_done.as_ref().ok_or_else(|| PartitionJob::missing("upload event"))?)?;
+        let buffers = job.buffers.as_ref().ok_or_else(|| PartitionJob::missing("device buffers"))?;
         let tag = job.tag(Stage::Ntt).with("log_n", job.log_n).with("bytes", 3 * scalar_bytes(1usize << job.log_n));
         stream.quotient(&buffers.a, &buffers.b, &buffers.c, job.log_n, &tag)?;
         job.ntt_done = Some(stream.record_event()?);

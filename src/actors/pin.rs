@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::messages::{PartitionJob, StagedInputs, StagedVector, WitnessPart, WitnessVector};
-use super::stage_actor::StageLogic;
+use super::stage_actor::{StageLogic, Threads};
 use crate::circuit::PackedDensity;
 use crate::error::Result;
 use crate::stage::Stage;
@@ -33,10 +33,12 @@ pub enum StagingMode {
 }
 
 /// Page-locks what a partition is staged from.
-pub struct Pinning;
+#[derive(Default)]
+pub struct Pin;
 
-impl StageLogic for Pinning {
+impl StageLogic for Pin {
     const STAGE: Stage = Stage::Pin;
+    const THREADS: Threads = Threads::PerWorker;
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         let pipeline = job.pipeline.clone();

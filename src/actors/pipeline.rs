@@ -5,40 +5,20 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use actix::Addr;
+use actix::Recipient;
 use parking_lot::Mutex;
 
-use super::admission::Admission;
-use super::assemble::Assembly;
 use super::budget::{Grant, MemoryBudget};
-use super::dtoh::Collection;
-use super::htod::Staging;
 use super::messages::{Advance, PartitionJob};
-use super::msm::Multiexp;
-use super::ntt::Quotient;
-use super::pin::{Pinning, StagingMode};
-use super::stage_actor::StageActor;
+use super::pin::StagingMode;
 use crate::backend::faults::FaultInjector;
-use crate::backend::{
-    AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, Seniority, StageEvent, WorkTag,
-};
+use crate::backend::{AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, Seniority, StageEvent, WorkTag};
 use crate::error::Result;
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
 use crate::plan::{g1_bytes, g2_bytes};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
-
-/// The addresses of one device's stage actors.
-pub struct StageAddrs {
-    pub admission: Addr<StageActor<Admission>>,
-    pub pin: Addr<StageActor<Pinning>>,
-    pub htod: Addr<StageActor<Staging>>,
-    pub ntt: Addr<StageActor<Quotient>>,
-    pub msm: Addr<StageActor<Multiexp>>,
-    pub dtoh: Addr<StageActor<Collection>>,
-    pub assemble: Addr<StageActor<Assembly>>,
-}
 
 /// A proving key held on a device, shared by every partition that uses it.
 ///
@@ -126,7 +106,8 @@ pub struct DevicePipeline {
     /// Panics injected into this device's actors (disabled unless faults target this device).
     pub faults: Arc<FaultInjector>,
     keys: Mutex<Vec<Arc<ResidentKey>>>,
-    stages: OnceLock<StageAddrs>,
+    /// The stage actors' addresses, in the order of `Stage::ALL`.
+    stages: OnceLock<Vec<Recipient<Advance>>>,
     in_flight: Arc<AtomicUsize>,
     /// Partitions this device takes at once (the pinned pool is sized for them).
     max_in_flight: usize,
@@ -187,16 +168,7 @@ impl DevicePipeline {
             line: AdmissionLine::default(),
             consecutive_failures: AtomicUsize::new(0),
         });
-        let stages = StageAddrs {
-            admission: StageActor::start(1, ordinal, || Admission),
-            pin: StageActor::start(workers, ordinal, || Pinning),
-            htod: StageActor::start(1, ordinal, || Staging),
-            ntt: StageActor::start(workers, ordinal, || Quotient),
-            msm: StageActor::start(workers, ordinal, || Multiexp),
-            dtoh: StageActor::start(1, ordinal, || Collection),
-            assemble: StageActor::start(workers, ordinal, || Assembly),
-        };
-        let _ = pipeline.stages.set(stages);
+        let _ = pipeline.stages.set(super::start_stage_actors(ordinal, workers));
         Ok(pipeline)
     }
 
@@ -224,28 +196,15 @@ impl DevicePipeline {
         self.in_flight.clone()
     }
 
-    /// Hands a new partition to this device's admission actor.
+    /// Hands a new partition to the actor of this device's first stage.
     pub fn admit(&self, job: Box<PartitionJob>) {
-        self.stages().admission.do_send(Advance(job));
+        self.send_to(Stage::ALL[0], job);
     }
 
-    fn stages(&self) -> &StageAddrs {
-        self.stages.get().expect("set in start")
-    }
-
-    /// Sends a job to the actor of the stage after `stage`.
-    pub fn forward_after(&self, stage: Stage, job: Box<PartitionJob>) {
-        let stages = self.stages();
-        let message = Advance(job);
-        match stage {
-            Stage::Budget => stages.pin.do_send(message),
-            Stage::Pin => stages.htod.do_send(message),
-            Stage::Htod => stages.ntt.do_send(message),
-            Stage::Ntt => stages.msm.do_send(message),
-            Stage::Msm => stages.dtoh.do_send(message),
-            Stage::Dtoh => stages.assemble.do_send(message),
-            Stage::Assemble => unreachable!("assembly finishes the job"),
-        }
+    /// Sends a job to the actor of `stage` on this device.
+    pub fn send_to(&self, stage: Stage, job: Box<PartitionJob>) {
+        let stages = self.stages.get().expect("set in start, before any job exists");
+        stages[stage.index()].do_send(Advance(job));
     }
 
     /// The key if it is resident here (and still valid).

@@ -15,9 +15,13 @@ use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::timeline::Track;
 
-/// What a stage does to a partition. Returning `Ok` passes the partition to the next stage.
-pub trait StageLogic: Send + Unpin + 'static {
+/// What a stage does to a partition. Returning `Ok` passes the partition to the next stage
+/// (after the last, the partition is finished with its proof).
+pub trait StageLogic: Default + Send + Unpin + 'static {
+    /// The stage's line in the stage list (`stage.rs`).
     const STAGE: Stage;
+    /// How many instances run per device.
+    const THREADS: Threads;
 
     /// Waits for the stage's inputs (not timed as the stage's own work).
     fn inputs_ready(&mut self, _job: &mut PartitionJob) -> Result<()> {
@@ -25,6 +29,15 @@ pub trait StageLogic: Send + Unpin + 'static {
     }
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()>;
+}
+
+/// How many threads run a stage's actor on each device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threads {
+    /// One: the stage handles the device's partitions in the order they arrive.
+    One,
+    /// One per worker (compute stream), so that the workers' partitions overlap.
+    PerWorker,
 }
 
 /// A sync actor running one stage's logic on its own thread.
@@ -39,14 +52,19 @@ impl<S: StageLogic> Actor for StageActor<S> {
 }
 
 impl<S: StageLogic> StageActor<S> {
-    /// Starts `threads` instances on their own threads; `make` builds each instance's logic
-    /// (again after a panic: actix's sync arbiter restarts an actor that stops).
-    pub fn start(threads: usize, device: usize, make: impl Fn() -> S + Send + Sync + 'static) -> Addr<StageActor<S>> {
+    /// Starts the stage's instances for a device with `workers` workers, each on its own
+    /// thread (a fresh instance replaces one after a panic: actix's sync arbiter restarts an
+    /// actor that stops).
+    pub fn start(device: usize, workers: usize) -> Addr<StageActor<S>> {
+        let threads = match S::THREADS {
+            Threads::One => 1,
+            Threads::PerWorker => workers.max(1),
+        };
         let next_worker = Arc::new(AtomicUsize::new(0));
-        SyncArbiter::start(threads.max(1), move || StageActor {
-            logic: make(),
+        SyncArbiter::start(threads, move || StageActor {
+            logic: S::default(),
             device,
-            worker: next_worker.fetch_add(1, Ordering::SeqCst) % threads.max(1),
+            worker: next_worker.fetch_add(1, Ordering::SeqCst) % threads,
         })
     }
 }
@@ -72,10 +90,6 @@ impl<S: StageLogic> Handler<Advance> for StageActor<S> {
             Track::Actor { name: S::STAGE.name().to_string(), device: Some(self.device), worker: Some(self.worker) };
         job.timeline.record(track, S::STAGE, job.partition_id, start, Instant::now(), job.stage_args(S::STAGE));
         match outcome {
-            Ok(Ok(())) if S::STAGE == Stage::Assemble => {
-                let proof = job.proof.take().ok_or_else(|| Error::Synthesis("internal: assembly made no proof".into()));
-                job.finish(proof);
-            }
             Ok(Ok(())) => job.forward_after(S::STAGE),
             Ok(Err(err)) => {
                 tracing::warn!(%err, "stage failed");

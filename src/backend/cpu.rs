@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 
 use super::host_queue::HostQueue;
 use super::{
-    CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
-    MsmResultSlots, MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
+    CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars, MsmResultSlots,
+    MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
 };
 use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};

@@ -22,11 +22,13 @@ use std::sync::Arc;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 
 pub use event::StageEvent;
-pub use work::{AdmissionLine, AdmissionTicket, FailureSlot, MsmResultSlots, MsmSlot, PendingResults, Seniority, WorkTag};
+pub use work::{
+    AdmissionLine, AdmissionTicket, FailureSlot, MsmResultSlots, MsmSlot, PendingResults, Seniority, WorkTag,
+};
 
 use crate::circuit::PackedDensity;
-use crate::math::FixedBase;
 use crate::error::{Error, Result};
+use crate::math::FixedBase;
 use crate::timeline::TimelineRecorder;
 
 /// Which backend to use.
@@ -359,7 +361,6 @@ pub trait DeviceStream: Send + Sync {
 /// Host scalars a copy reads, shared so that they live until the queued copy has run: a
 /// pinned staging buffer, or a witness's own vector page-locked in place.
 pub type HostScalars = Arc<dyn AsRef<[Scalar]> + Send + Sync>;
-
 
 /// Every device is a workspace model for the memory plan.
 impl<D: Device + ?Sized> crate::plan::Workspace for D {

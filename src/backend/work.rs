@@ -14,7 +14,6 @@ use group::Group;
 use crate::math::MsmResults;
 use crate::stage::Stage;
 
-
 /// Where an MSM writes its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MsmSlot {
@@ -185,7 +184,7 @@ impl MsmResultSlots {
             MsmSlot::L => &mut self.l,
             MsmSlot::A => &mut self.a,
             MsmSlot::BG1 => &mut self.b_g1,
-            MsmSlot::BG2 => return Err(Error::Synthesis("internal: a G1 result for the G2 slot".into())),
+            MsmSlot::BG2 => return Err(Error::Internal("a G1 result for the G2 slot".into())),
         };
         *target = Some(target.unwrap_or(G1Projective::identity()) + sum);
         Ok(())

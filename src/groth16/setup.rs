@@ -688,5 +688,4 @@ mod tests {
         )
         .unwrap()
     }
-
 }

@@ -1,5 +1,6 @@
-//! Reads bellperson's `.params` files through a memory map, validating the layout before any
-//! point is trusted.
+//! Reads bellperson's `.params` files by position (never memory-mapped, so a file changed
+//! under the prover is a typed error, not a SIGBUS), validating the layout before any point is
+//! trusted.
 //!
 //! The layout, as `bellperson::groth16::Parameters::write` produces it (all integers u32
 //! big-endian, all points uncompressed: 96 bytes in G1, 192 in G2):
@@ -20,6 +21,7 @@
 
 use std::fmt;
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -27,7 +29,6 @@ use bellperson::groth16::{ParameterSource, VerifyingKey};
 use bellperson::SynthesisError;
 use blstrs::{Bls12, Fp, G1Affine, G2Affine};
 use group::prime::PrimeCurveAffine;
-use memmap2::Mmap;
 use once_cell::sync::OnceCell;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -99,11 +100,60 @@ struct Section {
 }
 
 impl Section {
-    fn point_bytes<'m>(&self, map: &'m [u8], index: usize) -> &'m [u8] {
-        // In bounds: `open` checked that offset + count * point_len <= map.len().
+    /// Point `index`'s bytes in `bytes`, which holds the section's points from `first` on.
+    fn point_bytes<'m>(&self, bytes: &'m [u8], first: usize, index: usize) -> &'m [u8] {
         let len = self.group.point_len();
-        let start = self.offset + index * len;
-        &map[start..start + len]
+        let start = (index - first) * len;
+        &bytes[start..start + len]
+    }
+
+    /// Reads points `range` of the section (in bounds: `open` checked that the section lies
+    /// inside the file).
+    fn read_points(&self, file: &PositionedFile, range: std::ops::Range<usize>) -> Result<Vec<u8>> {
+        let len = self.group.point_len();
+        file.read(self.offset + range.start * len, range.len() * len)
+    }
+}
+
+/// Points per read while decoding or checking a section: one task's share, a few MiB.
+const POINTS_PER_READ: usize = 1 << 15;
+
+/// A file read by position, never mapped: a file truncated or rewritten while it is open gives
+/// a typed error (or points the checks refuse), not a SIGBUS that kills the process.
+struct PositionedFile {
+    path: PathBuf,
+    file: File,
+    /// The length validated at open.
+    len: usize,
+}
+
+impl PositionedFile {
+    fn open(path: &Path) -> Result<PositionedFile> {
+        let context = || format!("opening parameter file {}", path.display());
+        let file = File::open(path).map_err(|e| Error::io(context(), e))?;
+        let len = file.metadata().map_err(|e| Error::io(context(), e))?.len();
+        if len == 0 {
+            return Err(file_error(path, "not a .params file: the file is empty".into()));
+        }
+        let len = usize::try_from(len).map_err(|_| file_error(path, format!("{len} bytes is too large")))?;
+        Ok(PositionedFile { path: path.to_path_buf(), file, len })
+    }
+
+    /// `len` bytes from `offset`; the caller keeps within the length validated at open.
+    fn read(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; len];
+        self.file.read_exact_at(&mut bytes, offset as u64).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => file_error(
+                &self.path,
+                format!(
+                    "the file is shorter than the {} bytes it had when it was opened: it was truncated \
+                     or rewritten while in use",
+                    self.len
+                ),
+            ),
+            _ => Error::io(format!("reading parameter file {}", self.path.display()), e),
+        })?;
+        Ok(bytes)
     }
 }
 
@@ -111,10 +161,10 @@ impl Section {
 const SECTIONS: [(&str, Group); 5] =
     [("h", Group::G1), ("l", Group::G1), ("a", Group::G1), ("b_g1", Group::G1), ("b_g2", Group::G2)];
 
-/// A memory-mapped `.params` file whose layout has been validated.
+/// A `.params` file whose layout has been validated; its points are read when needed.
 pub struct ParamsFile {
     path: PathBuf,
-    map: Mmap,
+    file: PositionedFile,
     check: PointCheck,
     vk: VerifyingKey<Bls12>,
     /// h, l, a, b_g1, b_g2, in file order.
@@ -127,7 +177,7 @@ impl fmt::Debug for ParamsFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ParamsFile")
             .field("path", &self.path)
-            .field("bytes", &self.map.len())
+            .field("bytes", &self.file.len)
             .field("check", &self.check)
             .field("counts", &self.counts())
             .finish()
@@ -135,17 +185,17 @@ impl fmt::Debug for ParamsFile {
 }
 
 impl ParamsFile {
-    /// Maps the file and validates its layout; in [`PointCheck::Checked`] mode also every point
+    /// Opens the file and validates its layout; in [`PointCheck::Checked`] mode also every point
     /// (in parallel). Nothing is allocated in proportion to a declared count before that count
     /// has been checked against the file's length.
     pub fn open(path: impl AsRef<Path>, check: PointCheck) -> Result<ParamsFile> {
         let path = path.as_ref().to_path_buf();
-        let map = map_file(&path)?;
-        let layout = Layout::parse(&map).map_err(|reason| file_error(&path, reason))?;
-        let vk = decode_verifying_key(&map, layout.ic_count)?;
+        let file = PositionedFile::open(&path)?;
+        let layout = Layout::parse(&file)?;
+        let vk = decode_verifying_key(&file, layout.ic_count)?;
         let file = ParamsFile {
             path,
-            map,
+            file,
             check,
             vk,
             sections: layout.sections,
@@ -200,34 +250,47 @@ impl ParamsFile {
         }))
     }
 
-    fn decode_section<P: Send>(
+    fn decode_section<P: PrimeCurveAffine + Send + Sync>(
         &self,
         section: &Section,
         decode: fn(&[u8], Subgroup, Identity) -> Result<P, PointError>,
     ) -> Result<Vec<P>> {
-        (0..section.count)
-            .into_par_iter()
-            .map(|i| {
-                decode(section.point_bytes(&self.map, i), Subgroup::Trusted, Identity::Forbidden)
-                    .map_err(|why| invalid_point(section.name, i, why))
-            })
-            .collect()
+        let mut points = vec![P::identity(); section.count];
+        points.par_chunks_mut(POINTS_PER_READ).enumerate().try_for_each(|(chunk, out)| {
+            let first = chunk * POINTS_PER_READ;
+            let bytes = section.read_points(&self.file, first..first + out.len())?;
+            for (i, point) in (first..).zip(out.iter_mut()) {
+                *point = decode(section.point_bytes(&bytes, first, i), Subgroup::Trusted, Identity::Forbidden)
+                    .map_err(|why| invalid_point(section.name, i, why))?;
+            }
+            Ok::<(), Error>(())
+        })?;
+        Ok(points)
     }
 
     /// Checks every point of every section, reporting the first bad point of the first bad
     /// section so that the message does not depend on thread scheduling.
     fn validate_points(&self) -> Result<()> {
         for section in &self.sections {
-            let bad = (0..section.count).into_par_iter().find_map_first(|i| {
-                let bytes = section.point_bytes(&self.map, i);
-                let checked = match section.group {
-                    Group::G1 => decode_g1(bytes, Subgroup::Check, Identity::Forbidden).map(drop),
-                    Group::G2 => decode_g2(bytes, Subgroup::Check, Identity::Forbidden).map(drop),
+            let chunks = section.count.div_ceil(POINTS_PER_READ);
+            let bad = (0..chunks).into_par_iter().find_map_first(|chunk| {
+                let first = chunk * POINTS_PER_READ;
+                let range = first..(first + POINTS_PER_READ).min(section.count);
+                let bytes = match section.read_points(&self.file, range.clone()) {
+                    Ok(bytes) => bytes,
+                    Err(err) => return Some(err),
                 };
-                checked.err().map(|why| (i, why))
+                range.into_iter().find_map(|i| {
+                    let point = section.point_bytes(&bytes, first, i);
+                    let checked = match section.group {
+                        Group::G1 => decode_g1(point, Subgroup::Check, Identity::Forbidden).map(drop),
+                        Group::G2 => decode_g2(point, Subgroup::Check, Identity::Forbidden).map(drop),
+                    };
+                    checked.err().map(|why| invalid_point(section.name, i, why))
+                })
             });
-            if let Some((i, why)) = bad {
-                return Err(invalid_point(section.name, i, why));
+            if let Some(err) = bad {
+                return Err(err);
             }
         }
         Ok(())
@@ -287,21 +350,6 @@ fn invalid_point(section: &str, index: usize, why: PointError) -> Error {
     Error::InvalidPoint(format!("section {section}, point {index}: {why}"))
 }
 
-#[allow(unsafe_code)]
-fn map_file(path: &Path) -> Result<Mmap> {
-    let context = || format!("opening parameter file {}", path.display());
-    let file = File::open(path).map_err(|e| Error::io(context(), e))?;
-    let len = file.metadata().map_err(|e| Error::io(context(), e))?.len();
-    if len == 0 {
-        // Mapping zero bytes fails on some platforms; say what is wrong instead.
-        return Err(file_error(path, "not a .params file: the file is empty".into()));
-    }
-    // SAFETY: the map is read-only and private to this value. Like bellperson's
-    // MappedParameters, we rely on nobody truncating or rewriting the file while it is
-    // mapped; every read is bounds-checked against the length validated at open.
-    unsafe { Mmap::map(&file) }.map_err(|e| Error::io(context(), e))
-}
-
 /// Where the sections lie, found by walking the counts without decoding any point.
 struct Layout {
     ic_count: usize,
@@ -309,36 +357,39 @@ struct Layout {
 }
 
 impl Layout {
-    fn parse(map: &[u8]) -> std::result::Result<Layout, String> {
-        let len = map.len();
+    fn parse(file: &PositionedFile) -> Result<Layout> {
+        let bad = |reason: String| file_error(&file.path, reason);
+        let len = file.len;
         if len < G1_LEN {
-            return Err(format!("not a .params file: it is {len} bytes long, shorter than its first point (alpha_g1)"));
+            return Err(bad(format!(
+                "not a .params file: it is {len} bytes long, shorter than its first point (alpha_g1)"
+            )));
         }
-        if !looks_like_g1(&map[..G1_LEN]) {
-            return Err(format!(
+        if !looks_like_g1(&file.read(0, G1_LEN)?) {
+            return Err(bad(format!(
                 "not a .params file: it should start with an uncompressed G1 point (alpha_g1), but its \
                  first {G1_LEN} bytes are not one"
-            ));
+            )));
         }
         if len < VK_FIXED_LEN + COUNT_LEN {
-            return Err(format!(
+            return Err(bad(format!(
                 "truncated inside the verifying key: it needs {} bytes before the first \
                  section but the file has only {len}",
                 VK_FIXED_LEN + COUNT_LEN
-            ));
+            )));
         }
         let mut cursor = VK_FIXED_LEN;
-        let ic = read_section(map, &mut cursor, "ic", Group::G1)?;
+        let ic = read_section(file, &mut cursor, "ic", Group::G1)?;
         let mut sections = [ic; 5];
         for (slot, (name, group)) in sections.iter_mut().zip(SECTIONS) {
-            *slot = read_section(map, &mut cursor, name, group)?;
+            *slot = read_section(file, &mut cursor, name, group)?;
         }
         if cursor != len {
-            return Err(format!(
+            return Err(bad(format!(
                 "{} bytes of trailing data: the sections end at byte {cursor} but the file is \
                  {len} bytes; it is not a bellperson .params file, or it was corrupted",
                 len - cursor
-            ));
+            )));
         }
         Ok(Layout { ic_count: ic.count, sections })
     }
@@ -346,28 +397,29 @@ impl Layout {
 
 /// Reads one section's count at `*cursor`, checks that its points fit in the file and moves
 /// the cursor past them.
-fn read_section(
-    map: &[u8],
-    cursor: &mut usize,
-    name: &'static str,
-    group: Group,
-) -> std::result::Result<Section, String> {
-    let remaining = map.len().saturating_sub(*cursor);
-    let Some(prefix) = map.get(*cursor..).and_then(|rest| rest.get(..COUNT_LEN)) else {
-        return Err(format!(
-            "truncated: the length prefix of section {name} needs {COUNT_LEN} bytes but only \
-             {remaining} remain"
+fn read_section(file: &PositionedFile, cursor: &mut usize, name: &'static str, group: Group) -> Result<Section> {
+    let remaining = file.len.saturating_sub(*cursor);
+    if remaining < COUNT_LEN {
+        return Err(file_error(
+            &file.path,
+            format!(
+                "truncated: the length prefix of section {name} needs {COUNT_LEN} bytes but only {remaining} remain"
+            ),
         ));
-    };
+    }
+    let prefix = file.read(*cursor, COUNT_LEN)?;
     let declared = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
     let offset = *cursor + COUNT_LEN;
-    let available = map.len() - offset;
+    let available = file.len - offset;
     // u32 * 192 fits in u64 on every platform; compare before converting to usize.
     let needed = u64::from(declared) * group.point_len() as u64;
     if needed > available as u64 {
-        return Err(format!(
-            "truncated: section {name} declares {declared} points ({needed} bytes) but only \
-             {available} bytes remain"
+        return Err(file_error(
+            &file.path,
+            format!(
+                "truncated: section {name} declares {declared} points ({needed} bytes) but only \
+                 {available} bytes remain"
+            ),
         ));
     }
     // `needed <= available`, a usize, so neither conversion can fail or overflow.
@@ -385,7 +437,9 @@ fn looks_like_g1(bytes: &[u8]) -> bool {
 /// Decodes the verifying key, always checked: it is small and every proof depends on it.
 /// Only `ic` forbids the point at infinity, as in bellperson; a delta at infinity is refused
 /// by the prover, which can name the problem precisely.
-fn decode_verifying_key(map: &[u8], ic_count: usize) -> Result<VerifyingKey<Bls12>> {
+fn decode_verifying_key(file: &PositionedFile, ic_count: usize) -> Result<VerifyingKey<Bls12>> {
+    // The fixed points, ic's count and ic: inside the file, as the layout was checked.
+    let map = file.read(0, VK_FIXED_LEN + COUNT_LEN + ic_count * G1_LEN)?;
     let vk_point = |name: &str, why: PointError| Error::InvalidPoint(format!("verifying key, {name}: {why}"));
     let g1_at = |at: usize, name: &str| {
         decode_g1(&map[at..at + G1_LEN], Subgroup::Check, Identity::Allowed).map_err(|why| vk_point(name, why))
@@ -404,7 +458,8 @@ fn decode_verifying_key(map: &[u8], ic_count: usize) -> Result<VerifyingKey<Bls1
     let ic = (0..ic_count)
         .into_par_iter()
         .map(|i| {
-            decode_g1(ic_section.point_bytes(map, i), Subgroup::Check, Identity::Forbidden)
+            let bytes = &map[ic_section.offset..];
+            decode_g1(ic_section.point_bytes(bytes, 0, i), Subgroup::Check, Identity::Forbidden)
                 .map_err(|why| invalid_point("ic", i, why))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -558,10 +613,14 @@ mod tests {
 
     #[test]
     fn a_huge_count_is_refused_before_any_allocation() {
-        let mut map = vec![0u8; VK_FIXED_LEN];
-        map[..G1_LEN].copy_from_slice(&G1Affine::generator().to_uncompressed());
-        map.extend_from_slice(&u32::MAX.to_be_bytes());
-        let err = Layout::parse(&map).err().expect("refused");
+        let mut bytes = vec![0u8; VK_FIXED_LEN];
+        bytes[..G1_LEN].copy_from_slice(&G1Affine::generator().to_uncompressed());
+        bytes.extend_from_slice(&u32::MAX.to_be_bytes());
+        let path = std::env::temp_dir().join(format!("snarkpipe-huge-count-{}.params", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let file = PositionedFile::open(&path).unwrap();
+        let err = Layout::parse(&file).err().expect("refused").to_string();
+        std::fs::remove_file(&path).unwrap();
         assert!(err.contains("section ic declares 4294967295 points"), "{err}");
     }
 }

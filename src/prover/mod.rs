@@ -28,9 +28,9 @@ use crate::memory::{HostPinTable, PinnedRegistry};
 use crate::params::cache::{FileStamp, Inserted, KeyCache, KeyCacheStatus, KeyIdentity};
 use crate::params::file::{ParamsFile, PointCheck};
 use crate::params::ProvingKey;
+use crate::request::{InFlightLimiter, RequestState, Ticket};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
-use crate::request::{InFlightLimiter, RequestState, Ticket};
 use scheduler::Scheduler;
 
 /// How to build a [`Prover`].

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use crate::request::{InFlightLimiter, Ticket};
 use crate::actors::messages::PartitionJob;
 use crate::actors::DevicePipeline;
 use crate::backend::FailureSlot;
 use crate::error::Error;
+use crate::request::{InFlightLimiter, Ticket};
 use crate::timeline::TimelineRecorder;
 
 /// A ticket in the waiting queue: higher priority first, then first come first served.

@@ -179,7 +179,7 @@ fn stage_seconds(spans: &[&Span]) -> BTreeMap<String, f64> {
 /// one or the other, one partition or one stage would be common to all of them.
 fn overlap_fraction(spans: &[&Span]) -> f64 {
     let mut events: Vec<(f64, bool, &Span)> = Vec::with_capacity(2 * spans.len());
-    for span in spans.iter().filter(|s| s.stage != Stage::Budget && s.end_s > s.start_s) {
+    for span in spans.iter().filter(|s| s.stage != Stage::Admission && s.end_s > s.start_s) {
         events.push((span.start_s, true, span));
         events.push((span.end_s, false, span));
     }

@@ -23,19 +23,6 @@ const AXIS_HEIGHT: f64 = 30.0;
 /// Roughly how many ticks the time axis gets.
 const TARGET_TICKS: f64 = 10.0;
 
-/// A stage's bar color: host stages warm, copies blue/teal, compute purple/red.
-fn stage_color(stage: Stage) -> &'static str {
-    match stage {
-        Stage::Budget => "#9e9e9e",
-        Stage::Pin => "#a1887f",
-        Stage::Htod => "#42a5f5",
-        Stage::Ntt => "#ab47bc",
-        Stage::Msm => "#ef5350",
-        Stage::Dtoh => "#26a69a",
-        Stage::Assemble => "#ffa726",
-    }
-}
-
 /// The timeline as an SVG document. Bars have class `bar`, legend swatches class `legend`.
 pub fn to_svg(t: &Timeline) -> String {
     let tracks = tracks_in_display_order(t);
@@ -71,7 +58,7 @@ pub fn to_svg(t: &Timeline) -> String {
         let _ = writeln!(
             out,
             r#"<rect class="legend" x="{legend_x:.1}" y="{legend_y:.1}" width="12" height="12" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            stage_color(stage),
+            Stage::colour(stage),
             legend_x + 16.0,
             legend_y + 10.5,
             stage.name(),
@@ -145,7 +132,7 @@ fn write_bar(out: &mut String, span: &Span, x0: f64, x1: f64, row_y: f64, unit: 
     let _ = writeln!(
         out,
         r##"<rect class="bar" x="{x0:.2}" y="{y:.1}" width="{w:.2}" height="{BAR_HEIGHT}" fill="{}" stroke="#fff" stroke-width="0.5"><title>{}</title></rect>"##,
-        stage_color(span.stage),
+        Stage::colour(span.stage),
         escape(&title)
     );
     let label = span.partition.to_string();

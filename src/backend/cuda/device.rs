@@ -20,8 +20,8 @@ use super::msm::{msm_scratch_bytes, MsmOptions, MSM_PASS_POINTS};
 use super::probe::ProbeField;
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
-    ArithmeticRates, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange,
-    HostScalars, MsmResultSlots, MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
+    ArithmeticRates, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
+    MsmResultSlots, MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
 };
 use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};

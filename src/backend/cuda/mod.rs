@@ -28,8 +28,8 @@ pub use ntt::domain_root;
 pub use probe::ProbeField;
 
 use crate::backend::Device;
-use crate::error::{Error, Result};
 use crate::backend::DeviceSelection;
+use crate::error::{Error, Result};
 
 /// Whether a CUDA driver is present and reports at least one GPU. Never panics.
 pub fn cuda_available() -> bool {

@@ -1,0 +1,159 @@
+//! The architecture as the source states it: the top-level modules of `src/` depend on each
+//! other in one direction only (no cycle in the graph of their `crate::x` uses, tests inside
+//! `src/` included), and `unsafe` code stays in the CUDA backend.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The source without its comments (line comments and doc comments), so that a doc link is
+/// not taken for a dependency.
+fn without_comments(source: &str) -> String {
+    source.lines().map(|line| line.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+}
+
+/// The identifiers named right after each `crate::`, including every first segment of a
+/// `crate::{a::b, c}` group.
+fn crate_roots(source: &str) -> BTreeSet<String> {
+    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    let mut roots = BTreeSet::new();
+    for (at, _) in source.match_indices("crate::") {
+        let rest = &source[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group: split on commas at brace depth 0.
+            let (mut depth, mut item_start) = (0usize, 0usize);
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        roots.insert(ident(group[item_start..i].trim_start()));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        roots.insert(ident(group[item_start..i].trim_start()));
+                        item_start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            roots.insert(ident(rest));
+        }
+    }
+    roots
+}
+
+/// Module → the other top-level modules it uses.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let modules: BTreeSet<String> = std::fs::read_dir(src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .filter(|m| m != "lib" && m != "main")
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = modules.iter().map(|m| (m.clone(), BTreeSet::new())).collect();
+    for file in rust_files(src) {
+        let relative = file.strip_prefix(src).unwrap();
+        let top = relative.components().next().unwrap().as_os_str().to_string_lossy();
+        let top = top.trim_end_matches(".rs").to_string();
+        if !modules.contains(&top) {
+            continue;
+        }
+        let source = without_comments(&std::fs::read_to_string(&file).unwrap());
+        for root in crate_roots(&source) {
+            if root != top && modules.contains(&root) {
+                graph.get_mut(&top).unwrap().insert(root);
+            }
+        }
+    }
+    graph
+}
+
+/// A cycle of the graph, if it has one (depth-first search).
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph.keys().find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn top_level_modules_depend_on_each_other_in_one_direction() {
+    let graph = module_graph(&src());
+    for (module, uses) in &graph {
+        println!("{module} -> {uses:?}");
+    }
+    // The graph is read from the real tree: the layers that must exist do.
+    assert!(graph["actors"].contains("backend"), "the parser missed `crate::backend` uses in actors");
+    assert!(graph["prover"].contains("actors"));
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("the modules of src/ depend on each other in a cycle: {}", cycle.join(" -> "));
+    }
+}
+
+#[test]
+fn the_cycle_check_finds_a_cycle() {
+    // The negative twin: a back edge from the bottom layer to the top closes a cycle.
+    let mut graph = module_graph(&src());
+    graph.get_mut("plan").unwrap().insert("prover".to_string());
+    let cycle = find_cycle(&graph).expect("plan -> prover -> ... -> plan is a cycle");
+    assert_eq!(cycle.first(), cycle.last());
+    // And the parser reads grouped and nested uses.
+    let roots = crate_roots("use crate::{backend::{Device, cpu}, plan::x, Error};\nlet y = crate::math::ntt(z);");
+    assert_eq!(roots, ["Error", "backend", "math", "plan"].map(String::from).into_iter().collect());
+}
+
+#[test]
+fn unsafe_code_stays_in_the_cuda_backend() {
+    let cuda = src().join("backend").join("cuda");
+    let mut outside = Vec::new();
+    for file in rust_files(&src()) {
+        let source = without_comments(&std::fs::read_to_string(&file).unwrap());
+        if !file.starts_with(&cuda)
+            && (source.contains("unsafe {") || source.contains("unsafe fn") || source.contains("unsafe impl"))
+        {
+            outside.push(file.display().to_string());
+        }
+    }
+    assert!(outside.is_empty(), "unsafe code outside src/backend/cuda: {outside:?}");
+}
