@@ -96,9 +96,7 @@ fn assert_everything_back(prover: &Prover) {
         "device memory left: {:?}",
         prover.device_allocated_bytes()
     );
-    for pipeline in prover.pipelines() {
-        assert_eq!(pipeline.pool.registry().pinned_bytes(), 0, "host ranges still pinned after shutdown");
-    }
+    assert_eq!(prover.held().unwrap().pinned_bytes, 0, "host ranges still pinned after shutdown");
 }
 
 /// A fault-free request on a fresh prover proves, equals the reference and verifies.

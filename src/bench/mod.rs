@@ -8,10 +8,15 @@
 //! `synthetic` proves a real Filecoin job made by `snarkpipe fixtures` on snarkpipe and on
 //! bellperson (`filecoin`, with the `filecoin` feature).
 
-pub mod compat;
+mod compat;
 #[cfg(feature = "filecoin")]
-pub mod filecoin;
-pub mod floor;
+mod filecoin;
+mod floor;
+
+pub use compat::{CompatCall, CompatFigures};
+#[cfg(feature = "filecoin")]
+pub use filecoin::FilecoinFigures;
+pub use floor::PartitionFloor;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -29,7 +34,7 @@ use crate::actors::StagingMode;
 use crate::backend::BackendKind;
 use crate::error::{Error, Result};
 use crate::groth16::verify;
-use crate::memory::PinLease;
+use crate::memory::{PinLease, PinnedPool};
 use crate::prover::{DeviceSelection, FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
 use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use crate::timeline::{chrome, summary, svg};
@@ -437,20 +442,22 @@ fn stream_partitions(
 }
 
 /// Times a parallel copy of `values` into page-locked memory, and page-locking a copy of it
-/// in place and unlocking it, through the first device's pin registry.
+/// in place and unlocking it, through the prover's pin registry.
 fn measure_host_floors(prover: &Prover, values: &[crate::Scalar]) -> Result<HostStagingFloors> {
-    let pipeline = prover.pipelines().first().ok_or_else(|| Error::Config("no device".into()))?;
+    let registry = prover.pin_registry();
+    let pool = PinnedPool::new(registry.clone(), 1);
     let bytes = std::mem::size_of_val(values) as u64;
     let gbps = |seconds: f64| bytes as f64 / seconds.max(1e-9) / 1e9;
     // Warm the pooled buffer first so the copy is timed, not the page-locking of a fresh one.
-    drop(pipeline.pool.stage(values)?);
+    drop(pool.stage(values)?);
     let started = Instant::now();
-    let staged = pipeline.pool.stage(values)?;
+    let staged = pool.stage(values)?;
     let copy_gbps = gbps(started.elapsed().as_secs_f64());
     drop(staged);
+    pool.clear();
     let fresh: Arc<Vec<crate::Scalar>> = Arc::new(values.par_iter().copied().collect());
     let started = Instant::now();
-    let lease = pipeline.pool.registry().pin_owned(fresh.clone())?;
+    let lease = registry.pin_owned(fresh.clone())?;
     drop(lease);
     let lock_unlock_gbps = gbps(started.elapsed().as_secs_f64());
     // Freed after the clock: only locking and unlocking are timed.
@@ -465,15 +472,14 @@ fn measure_device_floor(
     witness: &crate::circuit::Witness,
     log_n: u32,
 ) -> Result<Option<floor::PartitionFloor>> {
-    let pipeline = prover.pipelines().first().ok_or_else(|| Error::Config("no device".into()))?;
-    Ok(pipeline.device.arithmetic_rates()?.map(|rates| floor::partition_floor(witness, log_n, rates)))
+    let device = prover.devices().first().ok_or_else(|| Error::Config("no device".into()))?;
+    Ok(device.arithmetic_rates()?.map(|rates| floor::partition_floor(witness, log_n, rates)))
 }
 
 /// Page-locks the a, b, c and aux vectors of every witness through the first device's registry
 /// (the table of locked ranges is process-wide); the leases keep them locked until dropped.
 fn pin_witnesses(prover: &Prover, witnesses: &[Arc<crate::circuit::Witness>]) -> Result<Vec<PinLease>> {
-    let pipeline = prover.pipelines().first().ok_or_else(|| Error::Config("no device".into()))?;
-    let registry = pipeline.pool.registry();
+    let registry = prover.pin_registry();
     let mut leases = Vec::new();
     for witness in witnesses {
         for part in [WitnessPart::A, WitnessPart::B, WitnessPart::C, WitnessPart::Aux] {
@@ -773,7 +779,7 @@ pub struct SteadyDevice {
 }
 
 /// Computes [`SteadyState`] from the device streams' compute spans.
-pub fn steady_state(timeline: &crate::timeline::Timeline) -> SteadyState {
+pub(crate) fn steady_state(timeline: &crate::timeline::Timeline) -> SteadyState {
     use crate::stage::Stage;
     let mut by_device: BTreeMap<usize, Vec<&crate::timeline::Span>> = BTreeMap::new();
     for span in timeline.spans.iter().filter(|s| s.track.is_device() && matches!(s.stage, Stage::Ntt | Stage::Msm)) {

@@ -155,6 +155,38 @@ fn file_stamp(path: &std::path::Path) -> Result<FileStamp> {
     FileStamp::of(path).map_err(|e| Error::io(format!("reading the stamp of parameter file {}", path.display()), e))
 }
 
+/// What a prover holds at one moment ([`Prover::held`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Held {
+    /// Budget bytes granted beyond what resident keys hold.
+    pub budget_leaked_bytes: u64,
+    /// Budget bytes granted, resident keys included.
+    pub budget_in_use_bytes: u64,
+    /// Grant requests waiting for memory.
+    pub waiting_grants: usize,
+    /// Page-locked bytes that no idle staging buffer or resident key explains.
+    pub pinned_leaked_bytes: u64,
+    /// Host bytes page-locked through the prover, pooled buffers and keys included.
+    pub pinned_bytes: u64,
+    /// Device bytes allocated, resident keys included.
+    pub device_bytes: u64,
+    /// Proving keys resident on a device.
+    pub resident_keys: usize,
+}
+
+impl Held {
+    /// Whether anything is held that no resident key or idle pooled buffer explains: budget,
+    /// pinned memory, or a grant request still waiting.
+    pub fn leaked(&self) -> bool {
+        self.budget_leaked_bytes > 0 || self.pinned_leaked_bytes > 0 || self.waiting_grants > 0
+    }
+
+    /// Whether nothing at all is held: no grant, no pinned byte, no device byte, no key.
+    pub fn is_nothing(&self) -> bool {
+        *self == Held::default()
+    }
+}
+
 /// How [`Prover::shutdown`] treats work in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
@@ -554,8 +586,32 @@ impl Prover {
         self.pipelines.iter().any(|p| p.ordinal == ordinal && p.holds_key(key))
     }
 
-    pub fn pipelines(&self) -> &[Arc<DevicePipeline>] {
-        &self.pipelines
+    /// The devices the prover proves on, in the order of their pipelines.
+    pub fn devices(&self) -> &[Arc<dyn Device>] {
+        &self.devices
+    }
+
+    /// The registry the prover page-locks host memory through (its table of locked ranges is
+    /// shared by every device): for callers that pin their own vectors ahead of a request,
+    /// such as witnesses they will submit.
+    pub fn pin_registry(&self) -> &Arc<PinnedRegistry> {
+        &self.key_pins
+    }
+
+    /// What the prover holds now, over all its devices: the canonical leak check. With nothing
+    /// in flight, [`Held::leaked`] is false; with the keys evicted too (or after
+    /// [`Prover::shutdown`]), [`Held::is_nothing`] is true.
+    pub fn held(&self) -> Result<Held> {
+        let reports = self.budget_reports()?;
+        Ok(Held {
+            budget_leaked_bytes: self.budget_leaked_bytes()?,
+            budget_in_use_bytes: reports.iter().map(|r| r.in_use_bytes).sum(),
+            waiting_grants: reports.iter().map(|r| r.waiting).sum(),
+            pinned_leaked_bytes: self.pinned_leaked_bytes(),
+            pinned_bytes: self.host_pins.ranges().iter().map(|r| r.len as u64).sum(),
+            device_bytes: self.device_allocated_bytes().iter().sum(),
+            resident_keys: self.residency().iter().map(|(keys, _)| keys).sum(),
+        })
     }
 
     /// Stops taking requests, drains or cancels what is in flight, and stops the actors.
