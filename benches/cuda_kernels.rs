@@ -13,7 +13,7 @@ use group::{Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, BucketKernel, GpuContext, GpuStream, MsmOptions, ProbeField};
+use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions, ProbeField};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -250,21 +250,6 @@ fn main() {
             if !bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                 variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
             }
-            if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                // what compacting the passes' scalars into shared lists gains
-                let per_pass = MsmOptions { per_pass_buckets: true, ..opts };
-                variants.push(("each pass sorted on its own".to_string(), per_pass));
-            }
-            // the other bucket-phase kernels (BucketKernel)
-            if !bits && log_n >= 20 {
-                for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
-                    variants.push((kernel.name().to_string(), MsmOptions { bucket_kernel: kernel, ..opts }));
-                    if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                        let one_pass = MsmOptions { bucket_kernel: kernel, pass_points: Some(n), ..opts };
-                        variants.push((format!("one pass, {}", kernel.name()), one_pass));
-                    }
-                }
-            }
             let run = |variant| s.msm_g1(&g1_bases, &ds, n, variant).unwrap();
             for (what, figure) in time_variants(variants, &default_result, run) {
                 row(format!("G1 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"), "–".into());
@@ -297,16 +282,7 @@ fn main() {
             let floor = adds * 33.0 / fp_rate * 1e3;
             let profile = if bits { "bits" } else { "random" };
             row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), "–".into());
-            let mut variants = wide_window_variant(bits, n, opts);
-            if !bits && log_n >= 20 {
-                for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
-                    variants.push((kernel.name().to_string(), MsmOptions { bucket_kernel: kernel, ..opts }));
-                }
-            }
-            if n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
-                let per_pass = MsmOptions { per_pass_buckets: true, ..opts };
-                variants.push(("each pass sorted on its own".to_string(), per_pass));
-            }
+            let variants = wide_window_variant(bits, n, opts);
             let run = |variant| s.msm_g2(&g2_bases, &ds, n, variant).unwrap();
             for (what, figure) in time_variants(variants, &default_result, run) {
                 row(format!("G2 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"), "–".into());

@@ -11,7 +11,7 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, BucketKernel, GpuContext, GpuStream, MsmOptions};
+use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions};
 use snarkpipe::circuit::{Density, PackedDensity};
 use snarkpipe::math::{domain::Domain, ntt, quotient};
 
@@ -66,11 +66,9 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     let pts2 = random_points::<G2Projective>(64, &mut rng);
     let sc = random_scalars(64, &mut rng);
     for fast in [false, true] {
-        for bucket_kernel in BucketKernel::ALL {
-            let opts = MsmOptions { ones_fast_path: fast, bucket_kernel, ..Default::default() };
-            s.msm_g1(&s.upload(&pts).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
-            s.msm_g2(&s.upload(&pts2).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
-        }
+        let opts = MsmOptions { ones_fast_path: fast, ..Default::default() };
+        s.msm_g1(&s.upload(&pts).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
+        s.msm_g2(&s.upload(&pts2).unwrap(), &s.upload(&sc).unwrap(), 64, opts).unwrap();
     }
     ctx.synchronize().unwrap();
     let (free_before, _) = ctx.memory_info().unwrap();
@@ -79,7 +77,7 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_msm_g1(&s, &mut rng);
     check_msm_g1_edges(&s, &mut rng);
     check_msm_g2(&s, &mut rng);
-    check_bucket_kernel(&s, &mut rng);
+    check_bucket_edges(&s, &mut rng);
     check_msm_passes(&s, &mut rng);
     check_select(&s, &mut rng);
     check_errors(&s);
@@ -269,11 +267,10 @@ fn check_msm_g2(s: &GpuStream, rng: &mut ChaCha8Rng) {
     println!("G2 MSM 1..2^18 and edge cases: equal to blstrs");
 }
 
-/// The other bucket-phase kernels (BucketKernel: squarings as multiplications, operands by reference) against blstrs:
-/// G1 and G2, random sizes, forced windows, and the edge cases that reach the special branches
-/// of the additions (identities, P and −P in one bucket, repeated points, scalars 0, 1, r−1);
-/// a twin with one changed scalar must differ.
-fn check_bucket_kernel(s: &GpuStream, rng: &mut ChaCha8Rng) {
+/// The bucket phase against blstrs: G1 and G2, random sizes, forced windows, and the edge cases
+/// that reach the special branches of the additions (identities, P and −P in one bucket,
+/// repeated points, scalars 0, 1, r−1); a twin with one changed scalar must differ.
+fn check_bucket_edges(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let n_max = 1 << 18;
     let mut g1 = random_points::<G1Projective>(n_max, rng);
     let mut g2 = random_points::<G2Projective>(1 << 14, rng);
@@ -301,30 +298,26 @@ fn check_bucket_kernel(s: &GpuStream, rng: &mut ChaCha8Rng) {
             _ => {}
         }
     }
-    for kernel in BucketKernel::ALL.into_iter().filter(|&a| a != BucketKernel::default()) {
-        for n in [1usize, 3, 100, 2000, (1 << 12) + 3, 1 << 16, 1 << 18] {
-            let opts = MsmOptions { bucket_kernel: kernel, ..Default::default() };
-            let (got, want) = msm_g1_both(s, &g1[..n], &scalars[..n], opts);
-            assert_eq!(got, want, "G1 MSM of {n} terms, {}", kernel.name());
-        }
-        for c in [2u32, 7, 13, 16] {
-            let opts = MsmOptions { bucket_kernel: kernel, window_bits: Some(c), ..Default::default() };
-            let (got, want) = msm_g1_both(s, &g1[..3000], &scalars[..3000], opts);
-            assert_eq!(got, want, "G1 MSM with {c}-bit windows, {}", kernel.name());
-        }
-        for n in [5usize, 2000, 1 << 14] {
-            let (db, ds) = (s.upload(&g2[..n]).unwrap(), s.upload(&scalars[..n]).unwrap());
-            let got = s.msm_g2(&db, &ds, n, MsmOptions { bucket_kernel: kernel, ..Default::default() }).unwrap();
-            let want = snarkpipe::math::msm::msm_g2(&g2[..n], &scalars[..n]);
-            assert_eq!(got, want, "G2 MSM of {n} terms, {}", kernel.name());
-        }
-        let mut twin = scalars[..2000].to_vec();
-        twin[1234] += Scalar::ONE;
-        let opts = MsmOptions { bucket_kernel: kernel, ..Default::default() };
-        let (got, _) = msm_g1_both(s, &g1[..2000], &twin, opts);
-        assert_ne!(got, snarkpipe::math::msm::msm_g1(&g1[..2000], &scalars[..2000]), "twin, {}", kernel.name());
+    for n in [1usize, 3, 100, 2000, (1 << 12) + 3, 1 << 16, 1 << 18] {
+        let (got, want) = msm_g1_both(s, &g1[..n], &scalars[..n], MsmOptions::default());
+        assert_eq!(got, want, "G1 MSM of {n} terms");
     }
-    println!("G1 and G2 MSMs with each bucket kernel ({:?}): equal to blstrs", BucketKernel::ALL);
+    for c in [2u32, 7, 13, 16] {
+        let opts = MsmOptions { window_bits: Some(c), ..Default::default() };
+        let (got, want) = msm_g1_both(s, &g1[..3000], &scalars[..3000], opts);
+        assert_eq!(got, want, "G1 MSM with {c}-bit windows");
+    }
+    for n in [5usize, 2000, 1 << 14] {
+        let (db, ds) = (s.upload(&g2[..n]).unwrap(), s.upload(&scalars[..n]).unwrap());
+        let got = s.msm_g2(&db, &ds, n, MsmOptions::default()).unwrap();
+        let want = snarkpipe::math::msm::msm_g2(&g2[..n], &scalars[..n]);
+        assert_eq!(got, want, "G2 MSM of {n} terms");
+    }
+    let mut twin = scalars[..2000].to_vec();
+    twin[1234] += Scalar::ONE;
+    let (got, _) = msm_g1_both(s, &g1[..2000], &twin, MsmOptions::default());
+    assert_ne!(got, snarkpipe::math::msm::msm_g1(&g1[..2000], &scalars[..2000]), "a changed scalar must show");
+    println!("G1 and G2 MSMs with the bucket phase's edge cases: equal to blstrs");
 }
 
 /// An MSM longer than a pass runs in passes into shared buckets (later passes add to what is
@@ -347,22 +340,15 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
     scalars[..20_000].iter_mut().for_each(|x| *x = Scalar::ZERO);
     let want = snarkpipe::math::msm::msm_g1(&bases, &scalars);
     for (pass, window) in [(20_000, None), (7_919, None), (33_334, Some(11)), (1 << 16, None), (n - 1, Some(20))] {
-        // both ways of running passes: compacted lists (the default) and each pass on its own
-        for (fast, per_pass_buckets) in [(false, false), (true, false), (false, true), (true, true)] {
+        for fast in [false, true] {
             let opts = MsmOptions {
                 window_bits: window,
                 ones_fast_path: fast,
                 pass_points: Some(pass),
                 scatter_windows: Some(1 + pass % 5),
-                // each bucket kernel, in passes too
-                bucket_kernel: BucketKernel::ALL[pass % BucketKernel::ALL.len()],
-                per_pass_buckets,
             };
             let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
-            assert_eq!(
-                got, want,
-                "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast}, per pass {per_pass_buckets})"
-            );
+            assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");
         }
     }
     let mut twin = scalars.clone();
@@ -373,14 +359,9 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let m = 30_011;
     let (db, ds) = (s.upload(&bases2[..m]).unwrap(), s.upload(&scalars[n - m..]).unwrap());
     let want2 = snarkpipe::math::msm::msm_g2(&bases2[..m], &scalars[n - m..]);
-    for (fast, per_pass_buckets) in [(false, false), (true, false), (true, true)] {
-        let opts =
-            MsmOptions { ones_fast_path: fast, pass_points: Some(4_099), per_pass_buckets, ..Default::default() };
-        assert_eq!(
-            s.msm_g2(&db, &ds, m, opts).unwrap(),
-            want2,
-            "G2 MSM in passes of 4099 (fast path {fast}, per pass {per_pass_buckets})"
-        );
+    for fast in [false, true] {
+        let opts = MsmOptions { ones_fast_path: fast, pass_points: Some(4_099), ..Default::default() };
+        assert_eq!(s.msm_g2(&db, &ds, m, opts).unwrap(), want2, "G2 MSM in passes of 4099 (fast path {fast})");
     }
     println!("MSM in passes (G1, G2; random, bits, edges, a first pass of zeros): equal to blstrs");
 }

@@ -214,8 +214,7 @@ def addp_masked(n, p):
 # A block is a list of instructions inside which the carry flag may be live; blocks become
 # separate asm statements.
 # (A one-level Karatsuba multiplication built the same way, 108 partial products instead of 144,
-# ran 3% slower than the even/odd CIOS on an H200: its extra additions land on the multiply-add
-# pipe too. It is in the history, commit 5c34212, and kernels/NOTES.md has the figures.)
+# ran slower than the even/odd CIOS: its extra additions land on the multiply-add pipe too. It is in the history, commit 5c34212, and kernels/NOTES.md has the figures.)
 
 class Acc:
     """An accumulator of limbs at absolute positions (register prefix + position) that remembers

@@ -20,15 +20,10 @@
 #define MUL_OUTLINED inline
 #endif
 
-// How the called Fp operations take their operands: by value, in registers. By reference they go
-// through the stack (24 generic loads a multiplication), and the MSM's bucket phase waits on that:
-// by value it runs 5% (G1) to 9% (G2) faster on an H200 (kernels/NOTES.md).
-// MONT_OPERANDS_BY_REFERENCE builds the old way (kernels/msm/buckets_by_reference.cu, for the bench).
-#ifdef MONT_OPERANDS_BY_REFERENCE
-#define MONT_OPERAND const mont_t&
-#else
+// How the called Fp operations take their operands: by value, in registers. By reference they
+// would go through the stack (24 generic loads a multiplication), which the MSM's bucket phase
+// waits on (kernels/NOTES.md has the comparison).
 #define MONT_OPERAND mont_t
-#endif
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -45,8 +40,7 @@ typedef unsigned long long u64;
 #ifndef FP_MUL_PTX
 #define FP_MUL_PTX fp_mul_eo
 #endif
-// Fp squaring: the cross products once, doubled (fp_sqr_sos: 78 partial products against 144);
-// buckets_sqr_by_mul.cu defines it as a multiplication for the kernel bench's comparison.
+// Fp squaring: the cross products once, doubled (fp_sqr_sos: 78 partial products against 144).
 #ifndef FP_SQR_PTX
 #define FP_SQR_PTX fp_sqr_sos
 #endif

@@ -1,6 +1,5 @@
 // The MSM's bucket phase (step 5 of msm.cu): sorted entries cut into equal chunks, one thread
-// per chunk. In a header of its own so that a variant module (buckets_sqr_by_mul.cu) can build
-// the same loop with other Fp arithmetic for the kernel bench to compare.
+// per chunk.
 #pragma once
 #include "../ec/xyzz.cuh"
 
@@ -29,8 +28,8 @@ __device__ __forceinline__ u32 bucket_of_entry(const u32* ends, u32 nb, u32 e) {
 // chunk end); the partial sum of a bucket begun in an earlier chunk (only the chunk's first
 // bucket can be one) goes to spills[t]. Empty buckets are never written: in the first pass
 // `buckets` must be zero (infinity) beforehand; later passes write a scratch array that the
-// fix-up adds into the MSM's buckets. (Adding there instead costs this loop 20% more registers
-// and an H200 10% of its speed.)
+// fix-up adds into the MSM's buckets. (Adding there instead costs this loop a fifth more
+// registers, and with them occupancy.)
 template <class F>
 __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u32* entries, const u32* ends, u32 nb,
                                               u32 total, u32 chunk, xyzz_t<F>* buckets, xyzz_t<F>* spills) {
@@ -56,11 +55,9 @@ __device__ __forceinline__ void bucket_chunks(const affine_t<F>* bases, const u3
     }
 }
 
-// Launch bounds of the G2 bucket kernel: three blocks of 128 threads an SM (168 registers, 44
-// bytes of spills). Unbounded it takes 204 registers, two blocks an SM, and Nsight Compute showed
-// it at two warps a scheduler and 77% SM busy (G1: four, 92%); held to three it ran 1.4-3.6%
-// faster on an H200 (G2 2^22, 2^24, 2^26, 2026-12-01). buckets_g2_two_blocks.cu builds the
-// unbounded one for the kernel bench to compare.
+// Launch bounds of the G2 bucket kernel: three blocks of 128 threads an SM (168 registers, a few
+// bytes of spills). Unbounded it takes 204 registers and fits two blocks an SM, too few warps to
+// hide its latency (kernels/NOTES.md has the profile and the comparison).
 #ifndef MSM_G2_BUCKET_BOUNDS
 #define MSM_G2_BUCKET_BOUNDS __launch_bounds__(128, 3)
 #endif

@@ -1,12 +1,13 @@
 // Pippenger multi-scalar multiplication for G1 and G2 of BLS12-381.
 //
-//  1. msm_prepare_scalars: Montgomery -> canonical integers; with the 0/1 fast path on,
-//     a scalar equal to 1 is zeroed and its index appended to a list, whose points
-//     msm_gX_sum_points adds in equal chunks per thread (then msm_gX_reduce).
+//  1. msm_prepare_compact: Montgomery -> canonical integers, appended with their points' indices
+//     to a list of the scalars neither 0 nor 1; with the 0/1 fast path on, the indices of the
+//     scalars equal to 1 go to another list, whose points msm_gX_sum_points adds in equal chunks
+//     per thread (then msm_gX_reduce).
 //  2. msm_digit_histogram: signed c-bit digits (d in [-2^(c-1), 2^(c-1)]); counts per
 //     (window, |d|) bucket. Zero digits are skipped.
 //  3. msm_scan_*: exclusive prefix sum of the counts -> bucket offsets.
-//  4. msm_scatter: point indices (sign in bit 31) grouped by bucket (a counting sort); it leaves
+//  4. msm_scatter_indexed: point indices (sign in bit 31) grouped by bucket (a counting sort); it leaves
 //     each bucket's end offset in the counts array ("ends").
 //  5. msm_gX_buckets: the sorted entries are cut into equal chunks, one thread per chunk, so every
 //     thread does the same number of mixed additions whatever the bucket sizes. A thread writes
@@ -17,34 +18,14 @@
 //  6. msm_gX_window_segments + msm_gX_reduce: per window, Σ b·bucket_b with running sums over
 //     segments, then tree reductions; msm_gX_to_jacobian converts the window sums (and the 0/1
 //     batch sum), which go to the host, which combines them (ΣW 2^(c·w) S_w) with blstrs.
-// An MSM longer than a pass (src/backend/cuda/msm.rs, MSM_PASS_POINTS) runs steps 1-5 once per
-// pass of points, then step 6 once: its scratch is bounded by the pass, not the MSM. Passes after
-// the first sum into a scratch bucket array that their fix-up adds into the MSM's buckets.
+// An MSM longer than a pass (src/backend/cuda/msm.rs, MSM_PASS_POINTS) runs step 1 once per pass
+// of points and steps 2-5 once per filled list, then step 6 once: its scratch is bounded by the
+// pass, not the MSM. Lists after the first sum into a scratch bucket array that their fix-up adds
+// into the MSM's buckets.
 // Launch geometry and the choice of c are in src/backend/cuda/msm.rs.
 #include "buckets.cuh"
 
-// counts[0]: scalars left nonzero; counts[1]: entries of ones_list (any order).
-extern "C" __global__ void msm_prepare_scalars(const fr_t* in, fr_t* out, u32* ones_list, u32 n, u32 skip_ones,
-                                               u32* counts) {
-    GRID_STRIDE(i, n) {
-        fr_t s = in[i].from_mont();
-        bool one = false;
-        if (skip_ones) {
-            u32 acc = s.l[0] ^ 1;
-            for (int k = 1; k < 8; k++) acc |= s.l[k];
-            one = acc == 0;
-        }
-        if (one) {
-            ones_list[atomicAdd(&counts[1], 1u)] = i;
-            s = fr_t::zero();
-        }
-        if (!s.is_zero()) atomicAdd(&counts[0], 1u);
-        out[i] = s;
-    }
-}
-
-// The compacting form of msm_prepare_scalars, for an MSM whose passes fill shared lists
-// instead of sorting each pass's scalars on their own: the scalars of points [start, start + n)
+// The scalars' preparation, for an MSM whose passes fill shared lists: the scalars of points [start, start + n)
 // out of Montgomery form; those neither 0 nor 1 are appended to (canon, index), with their
 // point's index, and (with skip_ones) the indices of those equal to 1 to ones_list. *dense and
 // *ones count every scalar appended since the MSM began; a list emptied by the host restarts
@@ -108,34 +89,22 @@ __device__ __forceinline__ fr_t load_streaming(const fr_t* p) {
     return s;
 }
 
-// Entries of windows [w_lo, w_hi) only: the host runs the windows in groups (one by default), so
-// the cursors being advanced (2^(c-1) per window, 2 MiB at c = 20) stay in L2 while the entries,
-// written once at random, stream past it (st.global.cs). Scatter at G1 2^24 on an H200: all 13
-// windows in one launch 18.0 ms (17.0 with the streaming hints), one window a launch 10.8 ms.
-template <bool INDEXED>
-__device__ __forceinline__ void scatter(const fr_t* scalars, const u32* index, u32 n, u32 c, u32 windows, u32 w_lo,
-                                        u32 w_hi, u32* cursor, u32* entries) {
+// Scalar i, of point index[i] (msm_prepare_compact), into the buckets of windows [w_lo, w_hi)
+// only: the host runs the windows in groups, so the cursors being advanced (2^(c-1) per window,
+// 2 MiB at c = 20) stay in L2 while the entries, written once at random, stream past it
+// (st.global.cs).
+extern "C" __global__ void msm_scatter_indexed(const fr_t* scalars, const u32* index, u32 n, u32 c, u32 windows,
+                                               u32 w_lo, u32 w_hi, u32* cursor, u32* entries) {
     const u32 buckets = 1u << (c - 1);
     GRID_STRIDE(i, n) {
         fr_t s = load_streaming(scalars + i);
-        const u32 point = INDEXED ? __ldcs(index + i) : i;
+        const u32 point = __ldcs(index + i);
         for_each_digit(s, c, windows, [&](u32 w, u32 b, bool neg) {
             if (w < w_lo || w >= w_hi) return;
             u32 pos = atomicAdd(&cursor[w * buckets + b], 1u);
             __stcs(entries + pos, point | (neg ? 0x80000000u : 0u));
         });
     }
-}
-
-extern "C" __global__ void msm_scatter(const fr_t* scalars, u32 n, u32 c, u32 windows, u32 w_lo, u32 w_hi,
-                                       u32* cursor, u32* entries) {
-    scatter<false>(scalars, nullptr, n, c, windows, w_lo, w_hi, cursor, entries);
-}
-
-// msm_scatter for compacted scalars: scalar i belongs to point index[i] (msm_prepare_compact).
-extern "C" __global__ void msm_scatter_indexed(const fr_t* scalars, const u32* index, u32 n, u32 c, u32 windows,
-                                               u32 w_lo, u32 w_hi, u32* cursor, u32* entries) {
-    scatter<true>(scalars, index, n, c, windows, w_lo, w_hi, cursor, entries);
 }
 
 // ---- exclusive prefix sum over u32 (three launches: blocks, block totals, add back) ----
@@ -270,9 +239,9 @@ __device__ __forceinline__ void sum_points(const affine_t<F>* bases, const u32* 
 #define REDUCE_THREADS 64
 
 // MIN_BLOCKS: blocks of 128 threads per SM that the registers of msm_gX_sum_points and
-// msm_gX_bucket_fixup must allow. At 132 registers (unbounded) msm_g1_sum_points fitted 3 blocks an
-// SM and ran in 1.3 waves on an H200: its 0/1 batch sum took 0.77 ns a point against 0.45 for a
-// bucket entry (2026-12-01). msm_g1_bucket_fixup took 142 registers unbounded.
+// msm_gX_bucket_fixup must allow. Unbounded, msm_g1_sum_points takes 132 registers and fits only
+// 3 blocks an SM, so its 2^17 threads run in a wave and a third instead of two full ones
+// (kernels/NOTES.md has the timing); msm_g1_bucket_fixup takes 142.
 #define MSM_CURVE(G, F, MIN_BLOCKS)                                                                              \
     extern "C" __global__ void __launch_bounds__(128, MIN_BLOCKS)                                                 \
         msm_##G##_bucket_fixup(const u32* ends, u32 nb, u32 chunk, u32 accumulate, const xyzz_t<F>* pass,         \

@@ -22,8 +22,8 @@ use crate::stage::Stage;
 #[serde(rename_all = "kebab-case")]
 pub enum StagingMode {
     /// Copy them into page-locked buffers kept in a pool: one parallel memory copy per
-    /// vector, no driver call once the pool is warm. The default: on the H200 hosts the copy
-    /// ran at 47-49 GB/s against 11-14 GB/s for locking and unlocking in place (2026-12-01).
+    /// vector, no driver call once the pool is warm. The default: a parallel copy is several
+    /// times faster than locking and unlocking in place (BENCHMARKS.md, staging).
     #[default]
     Copy,
     /// Page-lock the witness's own vectors for the duration of the partition: no host copy and

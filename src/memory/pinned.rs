@@ -1,8 +1,8 @@
 //! Page-locked host memory.
 //!
-//! Copies from pageable memory crawl (about 8 GB/s against 55 GB/s from pinned memory on an
-//! H200, see shared/GPU.md), and page-locking is slow (about 170 ms for 4 GiB), so snarkpipe
-//! pins once and reuses. The [`PinnedRegistry`] makes pinning idempotent: a range pinned
+//! Copies from pageable memory crawl (several times slower than from pinned memory: the engine
+//! we replace lost most of its upload bandwidth to them), and page-locking is slow (a fraction
+//! of a second per few GiB), so snarkpipe pins once and reuses. The [`PinnedRegistry`] makes pinning idempotent: a range pinned
 //! twice is pinned once and counted twice, "already registered" from the driver is state, and
 //! a range is unpinned when its last [`PinLease`] is dropped. The [`PinnedPool`] keeps pinned
 //! staging buffers for the next partition.
@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use crate::backend::{Device, HostRange, PinOutcome};
 use crate::error::{Error, Result};
 
-/// Where a range stands in the table. Page-locking gigabytes takes a while (about 170 ms for
-/// 4 GiB), so the driver calls run outside the table's lock: a range being locked or unlocked
+/// Where a range stands in the table. Page-locking gigabytes takes a while, so the driver calls
+/// run outside the table's lock: a range being locked or unlocked
 /// is marked, and only pinners of that same range wait for it.
 enum PinState {
     /// One registry is page-locking it now.

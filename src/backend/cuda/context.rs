@@ -51,16 +51,11 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ),
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
     ("select", &["select_scalars"]),
-    ("buckets_sqr_by_mul", &["msm_g1_buckets_sqr_by_mul", "msm_g2_buckets_sqr_by_mul"]),
-    ("buckets_by_reference", &["msm_g1_buckets_by_reference", "msm_g2_buckets_by_reference"]),
-    ("buckets_g2_two_blocks", &["msm_g1_buckets_g2_two_blocks", "msm_g2_buckets_g2_two_blocks"]),
     (
         "msm",
         &[
-            "msm_prepare_scalars",
             "msm_prepare_compact",
             "msm_digit_histogram",
-            "msm_scatter",
             "msm_scatter_indexed",
             "msm_scan_tiles",
             "msm_scan_totals",
@@ -121,7 +116,7 @@ impl GpuContext {
     }
 
     /// Opens GPU `ordinal` loading every kernel module from `source`, as a GPU without a
-    /// cubin (PTX) or without either (NVRTC) would: how the fallbacks are tested on an H200.
+    /// cubin (PTX) or without either (NVRTC) would: how the fallbacks are tested on a GPU.
     /// Errors when the build embedded no such form.
     pub fn open_from(ordinal: usize, source: KernelSource) -> Result<Arc<GpuContext>> {
         GpuContext::open_with(ordinal, Some(source))

@@ -176,8 +176,9 @@ impl Device for CudaDevice {
     }
 
     fn arithmetic_rates(&self) -> Result<Option<ArithmeticRates>> {
-        // Enough threads for several waves on an H200 (132 SMs × 2048 threads) and about
-        // 0.2 s of Fr and 0.05 s of Fp multiplications there.
+        // Enough threads for several waves on the largest GPUs (132 SMs × 2048 threads), and
+        // a fraction of a second of multiplications there: long enough to time, short enough
+        // to run before every bench.
         let stream = self.gpu.new_stream()?;
         let fr_mul_per_s = stream.field_mul_rate(ProbeField::Fr, 132 * 2048 * 4, 2000)?;
         let fp_mul_per_s = stream.field_mul_rate(ProbeField::Fp, 132 * 2048 * 2, 1000)?;

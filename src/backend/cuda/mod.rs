@@ -23,7 +23,7 @@ pub use context::{
     GpuContext, GpuStream, HostRegistration, KernelSource, PinnedRange, TimedEvent,
 };
 pub use device::workspace_bytes;
-pub use msm::{msm_scratch_bytes, window_bits_for, BucketKernel, MsmCurve, MsmOptions, G1, G2, MSM_PASS_POINTS};
+pub use msm::{msm_scratch_bytes, window_bits_for, MsmCurve, MsmOptions, G1, G2, MSM_PASS_POINTS};
 pub use ntt::domain_root;
 pub use probe::ProbeField;
 

@@ -2,8 +2,7 @@
 //! Montgomery form (0/1 fast path), signed digits counted and sorted into buckets, the sorted
 //! entries summed in equal chunks per thread (XYZZ accumulators) with a fix-up pass for buckets
 //! that cross chunk ends, windows reduced on the device; the few window sums are combined on
-//! the host. kernels/harness/msm_harness.cu drives the same launches standalone: keep the two
-//! in step.
+//! the host.
 
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::Group;
@@ -33,7 +32,7 @@ fn log_segments_for(windows: usize, log_buckets: u32) -> u32 {
 /// The shortest pass an MSM runs in, and the default. A longer MSM runs in passes into the
 /// same buckets and reduces them once, so its scratch is bounded by a pass (about 166 bytes per
 /// point at c = 20, plus the buckets) whatever its length: at 2^27 this is what lets two
-/// partitions fit beside a resident key on one H200. Where the budget has room, a partition's
+/// partitions fit beside a resident key on a 141 GB GPU. Where the budget has room, a partition's
 /// plan takes longer passes ([`crate::plan::msm_pass_points`]): every pass after
 /// the first pays a fix-up over all the buckets.
 pub const MSM_PASS_POINTS: usize = 1 << 25;
@@ -52,60 +51,13 @@ pub struct MsmOptions {
     /// Windows whose bucket entries one scatter launch writes; `None` means
     /// [`scatter_windows_for`] the window size.
     pub scatter_windows: Option<usize>,
-    /// The bucket phase's kernel.
-    pub bucket_kernel: BucketKernel,
-    /// Sorts each pass's scalars into the buckets on its own, as before 2026-12-01, instead of
-    /// compacting the passes' scalars into shared lists first; for the kernel bench to compare.
-    pub per_pass_buckets: bool,
-}
-
-/// The bucket-phase kernel: the same loop (kernels/msm/buckets.cuh) built with different Fp
-/// settings, one module each, which the kernel bench times against each other on the same MSM
-/// and tests/cuda_kernels.rs checks against blstrs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BucketKernel {
-    /// The called Fp multiplications and squarings take their operands by value, in registers;
-    /// squarings use the dedicated squaring (fp_sqr_sos: the cross products once, doubled, then
-    /// the reduction; 78 partial products instead of 144); G2's is held to three blocks of 128
-    /// threads an SM (msm.cu, buckets.cuh).
-    #[default]
-    Default,
-    /// Squarings done as multiplications (buckets_sqr_by_mul.cu).
-    SquaringByMultiplication,
-    /// Fp operands passed by reference, through the stack, as before 2026-12-01
-    /// (buckets_by_reference.cu).
-    OperandsByReference,
-    /// G2's kernel unbounded, 204 registers and two blocks of 128 threads an SM, as before
-    /// 2026-12-01 (the default holds it to three) (buckets_g2_two_blocks.cu; G1's is the
-    /// default).
-    G2TwoBlocks,
-}
-
-impl BucketKernel {
-    pub const ALL: [BucketKernel; 4] = [
-        BucketKernel::Default,
-        BucketKernel::SquaringByMultiplication,
-        BucketKernel::OperandsByReference,
-        BucketKernel::G2TwoBlocks,
-    ];
-
-    /// A short name for tables.
-    pub fn name(self) -> &'static str {
-        match self {
-            BucketKernel::Default => "default bucket kernel",
-            BucketKernel::SquaringByMultiplication => "squaring by multiplication",
-            BucketKernel::OperandsByReference => "Fp operands by reference",
-            BucketKernel::G2TwoBlocks => "G2 at two blocks an SM",
-        }
-    }
 }
 
 /// The bucket cursors one scatter launch advances at most, in bytes. Fewer than that stay in
-/// L2 while the entries are written (msm_scatter in kernels/msm/msm.cu). Measured on an H200
-/// (kernel bench, G1 2^24 / 2^26 random, c = 20, 2 MiB of cursors a window): 13 windows a
-/// launch 133.6 / 507.8 ms, 4: 129.8 / 484.0, 2: 128.4 / 480.2, 1: 127.6 / 477.2. One window a
-/// launch whatever the window size cost the bits profile (c = 16: 128 KiB a window) its
-/// thirteen-fold reading of the scalars: G1 2^26 bits 54.4 → 79.9 ms; with this bound 55.6 ms.
+/// L2 while the entries are written (msm_scatter_indexed in kernels/msm/msm.cu): at c = 20 one
+/// window's cursors (2 MiB) a launch is fastest, while a narrow window's (c = 16: 128 KiB) are
+/// grouped, so that a bits-profile MSM does not read its scalars once per window. The kernel
+/// bench's scatter variants measure it (kernels/NOTES.md).
 pub const SCATTER_CURSOR_BYTES: usize = 2 << 20;
 
 /// Windows per scatter launch for `c`-bit windows: as many as keep the cursors being advanced
@@ -158,10 +110,9 @@ pub fn window_bits_for(n: usize) -> u32 {
 ///   255 its points crowd into a few buckets, and the fix-up adds a crowded bucket's chunk sums
 ///   serially (one serial addition costs about as much as 2^14 parallel ones).
 ///
-/// The per-pass terms are what make a bits-profile MSM pick small windows: measured on an H200
-/// (2026-12-01, the 2^27 partition's L query: 2^27.6 points, 10% of them random, six passes), a
-/// pass at c = 20 spent 8.4 ms on its fix-up and 10.9 ms on the scatter beside 19.4 ms of
-/// bucket additions, and the window reduction 11 ms (G1; G2 32 ms).
+/// The per-pass terms are what make a bits-profile MSM pick small windows: with a tenth of its
+/// scalars random, a pass's fix-up and scatter cost as much as its bucket additions (the profile
+/// of the 2^27 partition's L query is in kernels/NOTES.md).
 pub fn window_bits_for_passes(rest: usize, pass_len: usize, passes: usize) -> u32 {
     let cost = |c: u32| {
         let (n, pass_len, passes) = (rest as u128, pass_len as u128, passes.max(1) as u128);
@@ -184,10 +135,10 @@ pub fn window_bits_for_passes(rest: usize, pass_len: usize, passes: usize) -> u3
 /// than that plan. A first pass of bits followed by random passes would otherwise run the device
 /// out of memory mid-MSM.
 ///
-/// With `compacted`, the model counts what a compacted MSM pays: its scatter reads only the
-/// scalars left for the buckets, and its buckets take one round of sorting and fix-up per list
-/// of `pass_len` such scalars, not per pass of points.
-pub fn window_bits_within_plan(expected_rest: usize, len: usize, pass_len: usize, compacted: bool) -> u32 {
+/// The model counts what a compacted MSM pays: its scatter reads only the scalars left for the
+/// buckets, and its buckets take one round of sorting and fix-up per list of `pass_len` such
+/// scalars, not per pass of points.
+pub fn window_bits_within_plan(expected_rest: usize, len: usize, pass_len: usize) -> u32 {
     let pass_len = pass_len.clamp(1, len.max(1));
     let passes = len.div_ceil(pass_len);
     let planned = window_bits_for(len.max(2));
@@ -195,14 +146,11 @@ pub fn window_bits_within_plan(expected_rest: usize, len: usize, pass_len: usize
     // one pass: its count is the estimate; several: a later pass (or list) may leave every scalar
     let worst_rest = if passes == 1 { expected_rest } else { pass_len };
     let held = |c: u32| pass_scratch_bytes(c, pass_len as u64, worst_rest as u64, passes > 1);
-    let modelled = match compacted {
-        true => window_bits_for_passes(
-            expected_rest,
-            expected_rest.clamp(1, pass_len),
-            expected_rest.div_ceil(pass_len).max(1),
-        ),
-        false => window_bits_for_passes(expected_rest, pass_len, passes),
-    };
+    let modelled = window_bits_for_passes(
+        expected_rest,
+        expected_rest.clamp(1, pass_len),
+        expected_rest.div_ceil(pass_len).max(1),
+    );
     let mut c = modelled.min(planned);
     while c < planned && held(c) > plan {
         c += 1;
@@ -217,8 +165,7 @@ pub trait MsmCurve {
     type Projective: Group;
     /// u32 words of one XYZZ point (xyzz_t in kernels/ec/xyzz.cuh).
     const XYZZ_WORDS: usize;
-    /// The entry point of each [`BucketKernel`].
-    fn buckets(kernel: BucketKernel) -> &'static str;
+    const BUCKETS: &'static str;
     const FIXUP: &'static str;
     const SEGMENTS: &'static str;
     const REDUCE: &'static str;
@@ -241,14 +188,7 @@ impl MsmCurve for G1 {
     type Jacobian = G1Jacobian;
     type Projective = G1Projective;
     const XYZZ_WORDS: usize = 48;
-    fn buckets(kernel: BucketKernel) -> &'static str {
-        match kernel {
-            BucketKernel::Default => "msm_g1_buckets",
-            BucketKernel::SquaringByMultiplication => "msm_g1_buckets_sqr_by_mul",
-            BucketKernel::OperandsByReference => "msm_g1_buckets_by_reference",
-            BucketKernel::G2TwoBlocks => "msm_g1_buckets_g2_two_blocks",
-        }
-    }
+    const BUCKETS: &'static str = "msm_g1_buckets";
     const FIXUP: &'static str = "msm_g1_bucket_fixup";
     const SEGMENTS: &'static str = "msm_g1_window_segments";
     const REDUCE: &'static str = "msm_g1_reduce";
@@ -264,14 +204,7 @@ impl MsmCurve for G2 {
     type Jacobian = G2Jacobian;
     type Projective = G2Projective;
     const XYZZ_WORDS: usize = 96;
-    fn buckets(kernel: BucketKernel) -> &'static str {
-        match kernel {
-            BucketKernel::Default => "msm_g2_buckets",
-            BucketKernel::SquaringByMultiplication => "msm_g2_buckets_sqr_by_mul",
-            BucketKernel::OperandsByReference => "msm_g2_buckets_by_reference",
-            BucketKernel::G2TwoBlocks => "msm_g2_buckets_g2_two_blocks",
-        }
-    }
+    const BUCKETS: &'static str = "msm_g2_buckets";
     const FIXUP: &'static str = "msm_g2_bucket_fixup";
     const SEGMENTS: &'static str = "msm_g2_window_segments";
     const REDUCE: &'static str = "msm_g2_reduce";
@@ -362,10 +295,7 @@ impl GpuStream {
             return Ok(C::Projective::identity());
         }
         let pass_len = opts.pass_points.unwrap_or(MSM_PASS_POINTS).clamp(1, len);
-        match opts.per_pass_buckets {
-            true => self.msm_per_pass::<C>(bases, scalars, len, pass_len, opts),
-            false => self.msm_compacted::<C>(bases, scalars, len, pass_len, opts),
-        }
+        self.msm_compacted::<C>(bases, scalars, len, pass_len, opts)
     }
 
     /// [`msm`](Self::msm) with compacted lists. Each pass of at most `pass_len` points appends
@@ -430,73 +360,13 @@ impl GpuStream {
             }
             if dense > 0 && (last || pass_len - dense < low) {
                 // the window from the points read so far
-                let shared = self.buckets_for::<C>(&mut buckets, &opts, (dense, start), len, pass_len, true)?;
-                self.add_to_buckets::<C>(
-                    bases.ptr(self),
-                    &canon,
-                    Some(&index),
-                    dense,
-                    dense,
-                    &opts,
-                    shared,
-                    &mut timer,
-                )?;
+                let shared = self.buckets_for::<C>(&mut buckets, &opts, (dense, start), len, pass_len)?;
+                self.add_to_buckets::<C>(bases.ptr(self), &canon, &index, dense, &opts, shared, &mut timer)?;
                 (dense_base, dense) = (dense_base + dense, 0);
                 lists += 1;
             }
         }
         self.finish_buckets::<C>(buckets, total, &mut timer, format!("n={len} passes={passes} lists={lists}"))
-    }
-
-    /// [`msm`](Self::msm) with every pass sorting its own scalars into the buckets
-    /// ([`MsmOptions::per_pass_buckets`]).
-    fn msm_per_pass<C: MsmCurve>(
-        &self,
-        bases: &GpuBuffer<C::Affine>,
-        scalars: &GpuBuffer<Scalar>,
-        len: usize,
-        pass_len: usize,
-        opts: MsmOptions,
-    ) -> Result<C::Projective> {
-        let passes = len.div_ceil(pass_len);
-        let canon = self.alloc::<Scalar>(pass_len)?;
-        let ones_list = self.alloc::<u32>(pass_len)?;
-        let mut counts = self.alloc_zeroed::<u32>(2)?;
-        let mut timer = PhaseTimer::new(self);
-        let mut total = C::Projective::identity();
-        let mut buckets: Option<Buckets> = None;
-        for start in (0..len).step_by(pass_len) {
-            let n = pass_len.min(len - start);
-            let pass_bases = bases.ptr(self) + (start * std::mem::size_of::<C::Affine>()) as u64;
-            let pass_scalars = scalars.ptr(self) + (start * std::mem::size_of::<Scalar>()) as u64;
-            // counts[0]: scalars left nonzero; counts[1]: length of ones_list (the 0/1 fast path)
-            self.fill_u32(&mut counts, 0)?;
-            self.launch(
-                "msm_prepare_scalars",
-                grid(n, THREADS),
-                THREADS,
-                &[
-                    KernelArg::Ptr(pass_scalars),
-                    KernelArg::Ptr(canon.ptr(self)),
-                    KernelArg::Ptr(ones_list.ptr(self)),
-                    KernelArg::U32(n as u32),
-                    KernelArg::U32(opts.ones_fast_path as u32),
-                    KernelArg::Ptr(counts.ptr(self)),
-                ],
-            )?;
-            let pass_counts = self.download(&counts)?;
-            let (rest, ones) = (pass_counts[0] as usize, pass_counts[1] as usize);
-            if ones > 0 {
-                total += self.sum_points::<C>(pass_bases, &ones_list, ones)?;
-                timer.mark(self, "ones");
-            }
-            if rest > 0 {
-                // the window from this pass
-                let shared = self.buckets_for::<C>(&mut buckets, &opts, (rest, n), len, pass_len, false)?;
-                self.add_to_buckets::<C>(pass_bases, &canon, None, n, rest, &opts, shared, &mut timer)?;
-            }
-        }
-        self.finish_buckets::<C>(buckets, total, &mut timer, format!("n={len} passes={passes}"))
     }
 
     /// The MSM's buckets, made zero on first use with the window for the whole MSM's scalars
@@ -510,13 +380,12 @@ impl GpuStream {
         (rest, read): (usize, usize),
         len: usize,
         pass_len: usize,
-        compacted: bool,
     ) -> Result<&'a mut Buckets> {
         if let Some(shared) = buckets {
             return Ok(shared);
         }
         let expected_rest = (rest as u128 * len as u128 / read.max(1) as u128) as usize;
-        let chosen = || window_bits_within_plan(expected_rest, len, pass_len, compacted);
+        let chosen = || window_bits_within_plan(expected_rest, len, pass_len);
         let c = opts.window_bits.unwrap_or_else(chosen).clamp(2, 20);
         Ok(buckets.insert(Buckets::zeroed::<C>(self, c)?))
     }
@@ -548,7 +417,7 @@ impl GpuStream {
     }
 
     /// Σ bases[list[k]] over k < count: equal runs of the list per thread, then a tree. Up to
-    /// 2^17 threads: about two waves of G1's (four blocks of 128 an SM on an H200's 132 SMs).
+    /// 2^17 threads: about two waves of G1's at four blocks of 128 an SM on a 132-SM GPU.
     fn sum_points<C: MsmCurve>(&self, bases: u64, list: &GpuBuffer<u32>, count: usize) -> Result<C::Projective> {
         let per = count.div_ceil(1 << 17).max(8);
         let threads = count.div_ceil(per).next_power_of_two();
@@ -601,17 +470,15 @@ impl GpuStream {
         self.download(&jacobian)
     }
 
-    /// Sorts the signed digits of `n` canonical scalars (`rest` of them nonzero) by bucket and
-    /// adds their points into `buckets`: scalar i's point is bases[index[i]] with an index,
-    /// bases[i] without.
+    /// Sorts the signed digits of `n` nonzero canonical scalars by bucket and adds their points
+    /// into `buckets`: scalar i's point is bases[index[i]].
     #[allow(clippy::too_many_arguments)]
     fn add_to_buckets<C: MsmCurve>(
         &self,
         bases: u64,
         canon: &GpuBuffer<Scalar>,
-        index: Option<&GpuBuffer<u32>>,
+        index: &GpuBuffer<u32>,
         n: usize,
-        rest: usize,
         opts: &MsmOptions,
         buckets: &mut Buckets,
         timer: &mut PhaseTimer,
@@ -654,20 +521,20 @@ impl GpuStream {
         )?;
         timer.mark(self, "histogram+scan");
         // The scatter advances each bucket's offset (in counts) to its end: counts become ends.
-        let max_entries = rest * windows;
+        let max_entries = n * windows;
         if max_entries > u32::MAX as usize - 64 {
             return Err(Error::Device {
                 device: self.gpu().ordinal(),
                 operation: "msm",
-                message: format!("{rest} nonzero scalars × {windows} windows overflow the 32-bit entry indices"),
+                message: format!("{n} nonzero scalars × {windows} windows overflow the 32-bit entry indices"),
             });
         }
         let entries = self.alloc::<u32>(max_entries)?;
         let group = opts.scatter_windows.unwrap_or_else(|| scatter_windows_for(c)).clamp(1, windows);
         for w_lo in (0..windows).step_by(group) {
-            let mut args = vec![KernelArg::Ptr(canon.ptr(self))];
-            args.extend(index.map(|index| KernelArg::Ptr(index.ptr(self))));
-            args.extend([
+            let args = [
+                KernelArg::Ptr(canon.ptr(self)),
+                KernelArg::Ptr(index.ptr(self)),
                 nu,
                 cu,
                 wu,
@@ -675,9 +542,8 @@ impl GpuStream {
                 KernelArg::U32((w_lo + group).min(windows) as u32),
                 KernelArg::Ptr(counts.ptr(self)),
                 KernelArg::Ptr(entries.ptr(self)),
-            ]);
-            let kernel = if index.is_some() { "msm_scatter_indexed" } else { "msm_scatter" };
-            self.launch(kernel, grid(n, THREADS), THREADS, &args)?;
+            ];
+            self.launch("msm_scatter_indexed", grid(n, THREADS), THREADS, &args)?;
         }
         let total_entries = self.download(&grand_total)?[0] as usize;
 
@@ -712,7 +578,7 @@ impl GpuStream {
             pass,
             spill,
         ];
-        self.launch(C::buckets(opts.bucket_kernel), grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
+        self.launch(C::BUCKETS, grid(chunks, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "buckets");
         // one thread per bucket
         let args = [ends, nb, KernelArg::U32(chunk), KernelArg::U32(accumulate as u32), pass, out, spill];
@@ -813,16 +679,10 @@ mod tests {
             // a tenth of the scalars random, the rest bits (the 0/1 fast path takes those)
             let sparse = window_bits_for_passes(n / 10, MSM_PASS_POINTS, passes);
             assert_eq!(sparse, 16, "2^{log_n}, a tenth random: sixteen windows in one scatter launch");
-            // and the memory plan allows it (the MSM takes window_bits_within_plan)
-            assert_eq!(window_bits_within_plan(n / 10, n, MSM_PASS_POINTS, false), 16, "2^{log_n} within the plan");
             if log_n >= 27 {
                 // the same count of random scalars in one pass of their own keeps the wide window
                 assert_eq!(window_bits_for(n / 10), 20, "2^{log_n} / 10 random scalars in one pass");
             }
-        }
-        // the 2^27 partition's queries: L (1.5·2^27 points), B (2^26 + 4), a tenth random
-        for len in [201_326_580usize, 67_108_868] {
-            assert_eq!(window_bits_within_plan(len / 10, len, MSM_PASS_POINTS, false), 16, "{len} points");
         }
         // one pass: no fix-ups, so the window is the single-pass one
         assert_eq!(window_bits_for_passes(1 << 22, 1 << 25, 1), window_bits_for(1 << 22));
@@ -843,14 +703,14 @@ mod tests {
                 let plan = msm_scratch_bytes(len, pass_points);
                 for percent in [100usize, 90, 75, 50, 25, 10, 5, 1, 0] {
                     let expected_rest = (len * percent / 100).max(1);
-                    for compacted in [false, true] {
-                        let c = window_bits_within_plan(expected_rest, len, pass, compacted);
+                    {
+                        let c = window_bits_within_plan(expected_rest, len, pass);
                         // one pass: its count is the estimate; several: a later pass may be all random
                         let rest = if passes == 1 { expected_rest } else { pass };
                         let held = pass_scratch_bytes(c, pass as u64, rest as u64, passes > 1);
                         assert!(
                         held <= plan,
-                        "{len} points in passes of {pass}, {percent}% random (compacted: {compacted}): window {c} holds {held} > plan {plan}"
+                        "{len} points in passes of {pass}, {percent}% random: window {c} holds {held} > plan {plan}"
                     );
                     }
                 }
