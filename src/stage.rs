@@ -97,7 +97,7 @@ mod tests {
             assert_eq!(stage.next(), Stage::ALL.get(i + 1).copied());
         }
         assert_eq!(Stage::Admission.next(), Some(Stage::Pin));
-        assert_eq!(Stage::Assemble.next(), None, "the last stage finishes the partition");
+        assert_eq!(Stage::ALL[Stage::ALL.len() - 1].next(), None, "the last stage finishes the partition");
         // Names are unique, as the trace and the JSON tell stages apart by them.
         let names: std::collections::BTreeSet<_> = Stage::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(names.len(), Stage::ALL.len());
