@@ -185,6 +185,11 @@ pub struct PartitionJob {
     pub dtoh_done: Option<StageEvent>,
     pub proof: Option<Proof<Bls12>>,
     pub(crate) _token: Option<InFlightToken>,
+    /// The stage the job last entered.
+    pub stage: Stage,
+    /// Set once the outcome is on its way to the request: a job dropped before then reports
+    /// its own failure (see `Drop`).
+    pub(crate) finished: bool,
 }
 
 impl PartitionJob {
@@ -248,6 +253,7 @@ impl PartitionJob {
     /// failure slot is set), then releases buffers, pinned memory and the grant, and only
     /// then reports the outcome, so a caller who sees the result sees everything released.
     pub fn finish(mut self: Box<Self>, outcome: Result<Proof<Bls12>>) {
+        self.finished = true;
         if let Err(err) = &outcome {
             self.failure.fail(err.clone());
             for stream in std::mem::take(&mut self.streams_used) {
@@ -269,5 +275,39 @@ impl PartitionJob {
         // Fields drop in declaration order: results, buffers, pinned inputs, key, grant, token.
         drop(self);
         request.complete(index, attempt, witness, avoid, outcome);
+    }
+}
+
+/// A job dropped without an outcome (sent to an actor that had stopped, or lost to a panic no
+/// stage caught) fails its partition instead of leaving the request's handle waiting for ever.
+/// As in `finish`, queued device work drains and everything the job holds is released before
+/// the failure is reported.
+impl Drop for PartitionJob {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let err = Error::Internal("the partition's job was dropped before it finished".into())
+            .in_stage(self.index, self.stage);
+        tracing::error!(%err, "a job was lost");
+        self.failure.fail(err.clone());
+        for stream in std::mem::take(&mut self.streams_used) {
+            if let Ok(drained) = stream.record_event() {
+                let _ = drained.wait();
+            }
+        }
+        // In the order `finish` releases them.
+        drop(self.pending_results.take());
+        drop(self.buffers.take());
+        drop(self.staged.take());
+        drop(self.resident_key.take());
+        self.key_pins.clear();
+        drop(self.grant.take());
+        drop(self.admission.take());
+        drop(self._token.take());
+        let mut avoid = std::mem::take(&mut self.avoid);
+        avoid.push(self.pipeline.ordinal);
+        self.request.complete(self.index, self.attempt, self.witness.clone(), avoid, Err(err));
     }
 }

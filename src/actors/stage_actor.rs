@@ -73,6 +73,12 @@ impl<S: StageLogic> Handler<Advance> for StageActor<S> {
     type Result = ();
 
     fn handle(&mut self, Advance(mut job): Advance, ctx: &mut SyncContext<Self>) {
+        job.stage = S::STAGE;
+        if job.faults.loses_job_at(S::STAGE) {
+            // Dropped without an outcome: the job's own drop must report its failure.
+            drop(job);
+            return;
+        }
         if job.request.is_cancelled() {
             job.finish(Err(Error::Cancelled));
             return;

@@ -36,6 +36,8 @@ pub enum FaultSite {
 /// Decides, at a seeded rate, which operations fail, and counts what it injected.
 pub struct FaultInjector {
     rate: f64,
+    /// The stage whose actor drops every job it is given, as a stopped actor's mailbox would.
+    lose_jobs_at: Mutex<Option<Stage>>,
     rng: Mutex<ChaCha8Rng>,
     injected: AtomicU64,
     by_site: Mutex<BTreeMap<String, u64>>,
@@ -53,6 +55,7 @@ impl FaultInjector {
     pub fn new(rate: f64, seed: u64) -> Arc<FaultInjector> {
         Arc::new(FaultInjector {
             rate: rate.clamp(0.0, 1.0),
+            lose_jobs_at: Mutex::new(None),
             rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
             injected: AtomicU64::new(0),
             by_site: Mutex::new(BTreeMap::new()),
@@ -60,7 +63,23 @@ impl FaultInjector {
     }
 
     pub fn is_enabled(&self) -> bool {
-        self.rate > 0.0
+        self.rate > 0.0 || self.lose_jobs_at.lock().is_some()
+    }
+
+    /// Makes the actor of `stage` drop every job it is given without an outcome, as a message
+    /// sent to a stopped actor is dropped: the fault that must not leave a handle waiting.
+    pub fn lose_jobs_at(&self, stage: Stage) {
+        *self.lose_jobs_at.lock() = Some(stage);
+    }
+
+    /// Whether the actor of `stage` is to drop its jobs (counted as injected when it does).
+    pub fn loses_job_at(&self, stage: Stage) -> bool {
+        let lose = *self.lose_jobs_at.lock() == Some(stage);
+        if lose {
+            self.injected.fetch_add(1, Ordering::SeqCst);
+            *self.by_site.lock().entry("LostJob".to_string()).or_default() += 1;
+        }
+        lose
     }
 
     /// Faults injected so far.

@@ -90,6 +90,9 @@ pub struct FaultInjection {
     /// Tells each budget its device has this many bytes: a lie that provokes real
     /// out-of-memory failures.
     pub budget_bytes_override: Option<u64>,
+    /// The stage whose actor drops every job it is given without an outcome, as a message to
+    /// a stopped actor is dropped.
+    pub lose_jobs_at: Option<Stage>,
 }
 
 impl FaultInjection {
@@ -241,10 +244,10 @@ impl Prover {
         if devices.is_empty() {
             return Err(Error::Config(format!("no device matches {:?}", config.devices)));
         }
-        let faults = match injected.rate > 0.0 {
-            true => FaultInjector::new(injected.rate, injected.seed),
-            false => FaultInjector::disabled(),
-        };
+        let faults = FaultInjector::new(injected.rate, injected.seed);
+        if let Some(stage) = injected.lose_jobs_at {
+            faults.lose_jobs_at(stage);
+        }
         let timeline = TimelineRecorder::new();
         let system = ActorSystem::start("snarkpipe-actors")?;
         let mut pipelines = Vec::new();

@@ -14,6 +14,7 @@ use crate::actors::DevicePipeline;
 use crate::backend::FailureSlot;
 use crate::error::Error;
 use crate::request::{InFlightLimiter, Ticket};
+use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
 
 /// A ticket in the waiting queue: higher priority first, then first come first served.
@@ -173,6 +174,8 @@ impl Scheduler {
             dtoh_done: None,
             proof: None,
             _token: Some(token),
+            stage: Stage::ALL[0],
+            finished: false,
         })
     }
 }
