@@ -10,18 +10,12 @@ use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
 use blstrs::{Bls12, Scalar};
 use ff::{Field, PrimeField};
 use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand_chacha::ChaCha20Rng;
 use snarkpipe::circuit::{SatisfactionCheck, Witness};
 use snarkpipe::{compat, Error};
 
 mod common;
-use common::bytes;
-
-fn fresh_rng(test: &str) -> ChaCha8Rng {
-    let seed: u64 = rand::thread_rng().gen();
-    eprintln!("{test}: seed {seed}");
-    ChaCha8Rng::seed_from_u64(seed)
-}
+use common::{bytes, fresh_rng};
 
 fn missing() -> SynthesisError {
     SynthesisError::AssignmentMissing
@@ -130,7 +124,7 @@ struct Chain {
 }
 
 impl Chain {
-    fn random(rng: &mut ChaCha8Rng, inputs: usize, constraints: usize) -> Chain {
+    fn random(rng: &mut ChaCha20Rng, inputs: usize, constraints: usize) -> Chain {
         Chain {
             start: Some(Scalar::random(&mut *rng)),
             inputs: (0..inputs).map(|_| Some(Scalar::random(&mut *rng))).collect(),
@@ -168,7 +162,7 @@ fn assert_matches_bellperson<C: Circuit<Scalar> + Clone + Send>(
     circuit: C,
     params: &Parameters<Bls12>,
     public_inputs: &[Scalar],
-    rng: &mut ChaCha8Rng,
+    rng: &mut ChaCha20Rng,
 ) {
     let (r, s) = (Scalar::random(&mut *rng), Scalar::random(&mut *rng));
     let ours = compat::create_proof(circuit.clone(), params, r, s).expect("snarkpipe proves");
@@ -186,7 +180,7 @@ fn assert_matches_bellperson<C: Circuit<Scalar> + Clone + Send>(
 
 #[test]
 fn public_inputs_only() {
-    let mut rng = fresh_rng("public_inputs_only");
+    let mut rng = fresh_rng();
     let circuit = PublicOnly { x: Some(Scalar::random(&mut rng)), y: Some(Scalar::random(&mut rng)) };
     let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     assert!(params.l.is_empty(), "no aux variables");
@@ -196,7 +190,7 @@ fn public_inputs_only() {
 
 #[test]
 fn bit_heavy_witness() {
-    let mut rng = fresh_rng("bit_heavy_witness");
+    let mut rng = fresh_rng();
     // 250 bits fit below the field modulus, so the packing is exact.
     let circuit = Bits { bits: (0..250).map(|_| Some(rng.gen())).collect(), flip: false };
     let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
@@ -206,7 +200,7 @@ fn bit_heavy_witness() {
 
 #[test]
 fn aux_variables_that_never_occur_in_b() {
-    let mut rng = fresh_rng("aux_variables_that_never_occur_in_b");
+    let mut rng = fresh_rng();
     let input = Scalar::random(&mut rng);
     let circuit = NeverInB { input: Some(input), xs: (0..40).map(|_| Some(Scalar::random(&mut rng))).collect() };
     let witness = Witness::synthesize(circuit.clone(), SatisfactionCheck::On).unwrap();
@@ -218,7 +212,7 @@ fn aux_variables_that_never_occur_in_b() {
 
 #[test]
 fn sizes_on_both_sides_of_a_power_of_two() {
-    let mut rng = fresh_rng("sizes_on_both_sides_of_a_power_of_two");
+    let mut rng = fresh_rng();
     let inputs = 2;
     for k in [5u32, 7] {
         for total in [(1usize << k) - 1, 1 << k, (1 << k) + 1] {
@@ -239,7 +233,7 @@ fn sizes_on_both_sides_of_a_power_of_two() {
 
 #[test]
 fn batch_with_distinct_randomness() {
-    let mut rng = fresh_rng("batch_with_distinct_randomness");
+    let mut rng = fresh_rng();
     let circuits: Vec<Chain> = (0..3).map(|_| Chain::random(&mut rng, 3, 60)).collect();
     let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
     let r: Vec<Scalar> = (0..3).map(|_| Scalar::random(&mut rng)).collect();
@@ -259,23 +253,26 @@ fn batch_with_distinct_randomness() {
     // The random variants draw r's then s's like bellperson: equal seeds give equal proofs.
     let seed: u64 = rng.gen();
     let ours =
-        compat::create_random_proof_batch(circuits.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
-    let theirs =
-        bellperson::groth16::create_random_proof_batch(circuits.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed))
-            .unwrap();
+        compat::create_random_proof_batch(circuits.clone(), &params, &mut ChaCha20Rng::seed_from_u64(seed)).unwrap();
+    let theirs = bellperson::groth16::create_random_proof_batch(
+        circuits.clone(),
+        &params,
+        &mut ChaCha20Rng::seed_from_u64(seed),
+    )
+    .unwrap();
     let ours: Vec<_> = ours.iter().map(bytes).collect();
     let theirs: Vec<_> = theirs.iter().map(bytes).collect();
     assert_eq!(ours, theirs);
 
     let one = circuits[0].clone();
-    let ours = compat::create_random_proof(one.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
-    let theirs = bellperson::groth16::create_random_proof(one, &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+    let ours = compat::create_random_proof(one.clone(), &params, &mut ChaCha20Rng::seed_from_u64(seed)).unwrap();
+    let theirs = bellperson::groth16::create_random_proof(one, &params, &mut ChaCha20Rng::seed_from_u64(seed)).unwrap();
     assert_eq!(bytes(&ours), bytes(&theirs));
 }
 
 #[test]
 fn the_in_priority_calls_prove_what_bellperson_proves() {
-    let mut rng = fresh_rng("the_in_priority_calls_prove_what_bellperson_proves");
+    let mut rng = fresh_rng();
     let circuits: Vec<Chain> = (0..2).map(|_| Chain::random(&mut rng, 2, 50)).collect();
     let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
     let pvk = prepare_verifying_key(&params.vk);
@@ -301,31 +298,31 @@ fn the_in_priority_calls_prove_what_bellperson_proves() {
     // The random forms draw every r, then every s, as bellperson does.
     let seed: u64 = rng.gen();
     let ours =
-        compat::create_random_proof_in_priority(one.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed)).unwrap();
+        compat::create_random_proof_in_priority(one.clone(), &params, &mut ChaCha20Rng::seed_from_u64(seed)).unwrap();
     let theirs =
-        bellperson::groth16::create_random_proof_in_priority(one, &params, &mut ChaCha8Rng::seed_from_u64(seed))
+        bellperson::groth16::create_random_proof_in_priority(one, &params, &mut ChaCha20Rng::seed_from_u64(seed))
             .unwrap();
     assert_eq!(bytes(&ours), bytes(&theirs));
     let ours =
-        compat::create_random_proof_batch_in_priority(circuits.clone(), &params, &mut ChaCha8Rng::seed_from_u64(seed))
+        compat::create_random_proof_batch_in_priority(circuits.clone(), &params, &mut ChaCha20Rng::seed_from_u64(seed))
             .unwrap();
     let theirs = bellperson::groth16::create_random_proof_batch_in_priority(
         circuits.clone(),
         &params,
-        &mut ChaCha8Rng::seed_from_u64(seed),
+        &mut ChaCha20Rng::seed_from_u64(seed),
     )
     .unwrap();
     assert_eq!(ours.iter().map(bytes).collect::<Vec<_>>(), theirs.iter().map(bytes).collect::<Vec<_>>());
     // Another seed, other proofs.
     let other =
-        compat::create_random_proof_batch_in_priority(circuits, &params, &mut ChaCha8Rng::seed_from_u64(seed ^ 1))
+        compat::create_random_proof_batch_in_priority(circuits, &params, &mut ChaCha20Rng::seed_from_u64(seed ^ 1))
             .unwrap();
     assert_ne!(bytes(&other[0]), bytes(&ours[0]));
 }
 
 #[test]
 fn a_failure_s_whole_message_survives_inside_the_synthesis_error() {
-    let mut rng = fresh_rng("a_failure_s_whole_message_survives_inside_the_synthesis_error");
+    let mut rng = fresh_rng();
     let small = Chain::random(&mut rng, 2, 20);
     let params = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 2, 21), &mut rng).unwrap();
     let err = compat::create_proof(small.clone(), &params, Scalar::ONE, Scalar::ONE).unwrap_err();
@@ -346,7 +343,7 @@ fn a_failure_s_whole_message_survives_inside_the_synthesis_error() {
 
 #[test]
 fn memory_mapped_parameters() {
-    let mut rng = fresh_rng("memory_mapped_parameters");
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 2, 100);
     let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     let file = tempfile::NamedTempFile::new().unwrap();
@@ -367,7 +364,7 @@ fn memory_mapped_parameters() {
 
 #[test]
 fn parameters_of_another_circuit_are_refused() {
-    let mut rng = fresh_rng("parameters_of_another_circuit_are_refused");
+    let mut rng = fresh_rng();
     let small = Chain::random(&mut rng, 2, 20);
     let other = Chain::random(&mut rng, 2, 21);
     let params = generate_random_parameters::<Bls12, _, _>(other, &mut rng).unwrap();
@@ -391,7 +388,7 @@ fn parameters_of_another_circuit_are_refused() {
 
 #[test]
 fn randomness_of_the_wrong_length_is_refused() {
-    let mut rng = fresh_rng("randomness_of_the_wrong_length_is_refused");
+    let mut rng = fresh_rng();
     let circuits: Vec<Chain> = (0..2).map(|_| Chain::random(&mut rng, 1, 10)).collect();
     let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
     let one = vec![Scalar::ONE];
@@ -407,7 +404,7 @@ fn randomness_of_the_wrong_length_is_refused() {
 
 #[test]
 fn unsatisfied_witness_names_the_first_failing_constraint() {
-    let mut rng = fresh_rng("unsatisfied_witness_names_the_first_failing_constraint");
+    let mut rng = fresh_rng();
     let bits: Vec<Option<bool>> = (0..30).map(|_| Some(rng.gen())).collect();
     let broken = Bits { bits: bits.clone(), flip: true };
     match Witness::synthesize(broken, SatisfactionCheck::On) {
@@ -440,7 +437,7 @@ fn unsatisfied_witness_names_the_first_failing_constraint() {
 
 #[test]
 fn missing_assignment_is_an_error() {
-    let mut rng = fresh_rng("missing_assignment_is_an_error");
+    let mut rng = fresh_rng();
     let complete = Chain::random(&mut rng, 1, 10);
     let params = generate_random_parameters::<Bls12, _, _>(complete.clone(), &mut rng).unwrap();
     let incomplete = Chain { start: None, ..complete.clone() };
@@ -457,7 +454,7 @@ fn empty_circuit_is_an_error() {
             Ok(())
         }
     }
-    let mut rng = fresh_rng("empty_circuit_is_an_error");
+    let mut rng = fresh_rng();
     let params = generate_random_parameters::<Bls12, _, _>(Chain::random(&mut rng, 0, 3), &mut rng).unwrap();
     let result = typed(compat::create_proof(Empty, &params, Scalar::ONE, Scalar::ONE));
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{result:?}");
@@ -468,7 +465,7 @@ fn empty_circuit_is_an_error() {
 #[test]
 fn subverted_delta_is_refused() {
     use group::prime::PrimeCurveAffine;
-    let mut rng = fresh_rng("subverted_delta_is_refused");
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 1, 10);
     let mut params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     params.vk.delta_g1 = blstrs::G1Affine::identity();
@@ -488,7 +485,7 @@ fn scalar_field_constants_match_bellperson_domain() {
 #[test]
 fn the_typed_core_proves_what_bellperson_proves_and_says_where_the_time_went() {
     use snarkpipe::prover::{Priority, Prover, ProverConfig};
-    let mut rng = fresh_rng("the_typed_core_proves_what_bellperson_proves_and_says_where_the_time_went");
+    let mut rng = fresh_rng();
     let circuits: Vec<Chain> = (0..2).map(|_| Chain::random(&mut rng, 2, 60)).collect();
     let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();
     let prover =
@@ -529,7 +526,7 @@ macro_rules! a_caller_of_all_eight_calls {
             use bellperson::groth16::{Parameters, Proof};
             use bellperson::{Circuit, SynthesisError};
             use blstrs::{Bls12, Scalar};
-            use rand_chacha::ChaCha8Rng;
+            use rand_chacha::ChaCha20Rng;
             use $($path)+::{
                 create_proof, create_proof_batch, create_proof_batch_in_priority, create_proof_in_priority,
                 create_random_proof, create_random_proof_batch, create_random_proof_batch_in_priority,
@@ -541,7 +538,7 @@ macro_rules! a_caller_of_all_eight_calls {
                 params: &Parameters<Bls12>,
                 r: Scalar,
                 s: Scalar,
-                rng: &mut ChaCha8Rng,
+                rng: &mut ChaCha20Rng,
             ) -> Result<Vec<Proof<Bls12>>, SynthesisError> {
                 let mut proofs = vec![
                     create_proof(circuit.clone(), params, r, s)?,
@@ -564,13 +561,14 @@ a_caller_of_all_eight_calls!(with_snarkpipe, snarkpipe::compat);
 
 #[test]
 fn a_caller_of_bellperson_s_eight_calls_compiles_and_proves_the_same_with_compat() {
-    let mut rng = fresh_rng("a_caller_of_bellperson_s_eight_calls_compiles_and_proves_the_same_with_compat");
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 1, 30);
     let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
     let seed: u64 = rng.gen();
-    let theirs = with_bellperson::prove_every_way(circuit.clone(), &params, r, s, &mut ChaCha8Rng::seed_from_u64(seed));
-    let ours = with_snarkpipe::prove_every_way(circuit, &params, r, s, &mut ChaCha8Rng::seed_from_u64(seed));
+    let theirs =
+        with_bellperson::prove_every_way(circuit.clone(), &params, r, s, &mut ChaCha20Rng::seed_from_u64(seed));
+    let ours = with_snarkpipe::prove_every_way(circuit, &params, r, s, &mut ChaCha20Rng::seed_from_u64(seed));
     let (theirs, ours) = (theirs.unwrap(), ours.unwrap());
     assert_eq!(ours.len(), 8);
     assert_eq!(ours.iter().map(bytes).collect::<Vec<_>>(), theirs.iter().map(bytes).collect::<Vec<_>>());

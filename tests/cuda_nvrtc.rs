@@ -6,6 +6,8 @@
 use snarkpipe::backend::cuda::{nvrtc_compile_embedded, nvrtc_compile_source};
 use snarkpipe::Error;
 
+mod common;
+
 fn available<T>(outcome: &snarkpipe::Result<T>) -> bool {
     if let Err(Error::BackendUnavailable(why)) = outcome {
         println!("skipped: {why}");
@@ -58,16 +60,13 @@ fn kernels_loaded_from_ptx_and_from_nvrtc_match_the_cpu_on_a_gpu() {
     use blstrs::{G1Projective, Scalar};
     use ff::Field;
     use group::{Curve, Group};
-    use rand::SeedableRng;
     use snarkpipe::backend::cuda::{cuda_available, GpuContext, KernelSource, MsmOptions};
 
     if !cuda_available() {
         println!("skipped: no CUDA driver or GPU on this machine");
         return;
     }
-    let seed = rand::random::<u64>();
-    println!("seed {seed}");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut rng = common::fresh_rng();
     let n = 3000;
     let scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
     let projective: Vec<G1Projective> = (0..n).map(|_| G1Projective::random(&mut rng)).collect();

@@ -8,14 +8,13 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use snarkpipe::backend::cuda::{cuda_available, GpuContext};
 use snarkpipe::backend::BackendKind;
-use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
-use snarkpipe::prover::{DeviceSelection, FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
+use snarkpipe::prover::{DeviceSelection, FaultInjection, ProofRequest, Prover, ProverConfig};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
 
 mod common;
-use common::{bytes, fresh_seed, have_gpu};
+use common::{assert_nothing_held, bytes, fresh_rng, fresh_seed, have_gpu, partitions, spec, After};
 
 fn prover(backend: BackendKind) -> Prover {
     Prover::new(ProverConfig {
@@ -36,10 +35,10 @@ fn gpu_proofs_equal_the_cpu_backend_and_verify() {
         return;
     }
     for (log_n, profile) in [(8, WitnessProfile::Random), (12, WitnessProfile::Bits), (16, WitnessProfile::Bits)] {
-        let spec = SyntheticSpec { log_n, num_inputs: 6, profile, keys: KeyKind::Setup, seed: fresh_seed() };
+        let spec = SyntheticSpec { profile, ..spec(log_n, 6, fresh_seed()) };
         let key = spec.proving_key().unwrap();
-        let witnesses: Vec<Arc<Witness>> = (0..4).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
-        let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+        let witnesses = partitions(&spec, 4);
+        let mut rng = fresh_rng();
         let gpu_request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
         let cpu_request = ProofRequest {
             key: key.clone(),
@@ -61,11 +60,7 @@ fn gpu_proofs_equal_the_cpu_backend_and_verify() {
             wrong[0] += blstrs::Scalar::from(1u64);
             assert!(!groth16::verify(&pvk, g, &wrong).unwrap(), "a proof verified for the wrong inputs");
         }
-        gpu.evict_all_keys();
-        gpu.shutdown(Shutdown::Drain);
-        assert!(gpu.device_allocated_bytes().iter().all(|&b| b == 0), "pipeline buffers left allocated");
-        assert_eq!(gpu.budget_leaked_bytes().unwrap(), 0);
-        assert_eq!(gpu.pinned_leaked_bytes(), 0);
+        assert_nothing_held(&gpu, After::Shutdown);
         let free_after = gpu.device_free_bytes();
         println!("2^{log_n}: free before {free_before:?}, after {free_after:?}");
         // The kernels' own scratch is freed asynchronously; allow the driver's small caches.
@@ -81,15 +76,9 @@ fn a_real_out_of_memory_is_contained_and_the_gpu_recovers() {
     if !have_gpu() {
         return;
     }
-    let spec = SyntheticSpec {
-        log_n: 18,
-        num_inputs: 4,
-        profile: WitnessProfile::Bits,
-        keys: KeyKind::Random,
-        seed: fresh_seed(),
-    };
+    let spec = SyntheticSpec { keys: KeyKind::Random, ..spec(18, 4, fresh_seed()) };
     let key = spec.proving_key().unwrap();
-    let witnesses: Vec<Arc<Witness>> = (0..6).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
+    let witnesses = partitions(&spec, 6);
     // Ballast leaves the device less room than the partitions need, while the budget is
     // told it has a terabyte: allocations really fail.
     let gpu = GpuContext::open(0).unwrap();
@@ -106,7 +95,7 @@ fn a_real_out_of_memory_is_contained_and_the_gpu_recovers() {
         ..ProverConfig::default()
     };
     let prover = Prover::with_fault_injection(config, FaultInjection::budget_of(1 << 40)).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let outcomes = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap().wait_each();
     let oom =
         outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::OutOfMemory { .. }))).count();
@@ -115,14 +104,12 @@ fn a_real_out_of_memory_is_contained_and_the_gpu_recovers() {
         outcomes.iter().map(|o| o.as_ref().err().map(|e| e.to_string())).collect::<Vec<_>>()
     );
     assert!(oom > 0, "no real out-of-memory was provoked");
-    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
+    assert_nothing_held(&prover, After::Requests);
     drop(ballast);
     stream.synchronize().unwrap();
     let proofs = prover.prove(ProofRequest::new(key, witnesses, &mut rng)).unwrap();
     assert_eq!(proofs.len(), 6, "the GPU did not recover after the out-of-memory");
-    prover.evict_all_keys();
-    prover.shutdown(Shutdown::Drain);
-    assert!(prover.device_allocated_bytes().iter().all(|&b| b == 0));
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
@@ -148,15 +135,9 @@ fn a_critical_request_overtakes_a_normal_batch_on_the_gpu() {
     if !have_gpu() {
         return;
     }
-    let spec = SyntheticSpec {
-        log_n: 20,
-        num_inputs: 4,
-        profile: WitnessProfile::Bits,
-        keys: KeyKind::Random,
-        seed: fresh_seed(),
-    };
+    let spec = SyntheticSpec { keys: KeyKind::Random, ..spec(20, 4, fresh_seed()) };
     let key = spec.proving_key().unwrap();
-    let batch: Vec<Arc<Witness>> = (0..16).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
+    let batch = partitions(&spec, 16);
     let urgent = vec![Arc::new(spec.witness(99).unwrap())];
     let prover = Prover::new(ProverConfig {
         backend: BackendKind::Cuda,
@@ -168,7 +149,7 @@ fn a_critical_request_overtakes_a_normal_batch_on_the_gpu() {
     })
     .unwrap();
     prover.preload(&key, Some(&[0])).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let normal = prover.submit(ProofRequest::new(key.clone(), batch, &mut rng)).unwrap();
     while normal.status().proved < 2 {
         std::thread::sleep(std::time::Duration::from_millis(1));
@@ -216,10 +197,9 @@ fn a_key_streamed_in_chunks_on_the_gpu_proves_what_a_resident_key_proves() {
     }
     use snarkpipe::plan::{key_chunk_bytes, partition_plan_bytes};
     let log_n = 16;
-    let spec =
-        SyntheticSpec { log_n, num_inputs: 6, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed: fresh_seed() };
+    let spec = spec(log_n, 6, fresh_seed());
     let key = spec.proving_key().unwrap();
-    let witnesses: Vec<Arc<Witness>> = (0..3).map(|i| Arc::new(spec.witness(i).unwrap())).collect();
+    let witnesses = partitions(&spec, 3);
     let cpu = snarkpipe::backend::CpuModel { devices: 0, device_bytes: 0 };
     let (_, gpu) = snarkpipe::backend::open_devices(BackendKind::Cuda, &DeviceSelection::Only(vec![0]), cpu).unwrap();
     let plan = partition_plan_bytes(gpu[0].as_ref(), &witnesses[0].shape(), log_n);
@@ -253,9 +233,6 @@ fn a_key_streamed_in_chunks_on_the_gpu_proves_what_a_resident_key_proves() {
     assert_eq!(chunks, per_partition * witnesses.len());
     println!("streamed key: {chunks} chunk copies of up to {chunk} points for {} partitions", witnesses.len());
     for p in [&streamed, &resident] {
-        p.shutdown(Shutdown::Drain);
-        assert_eq!(p.budget_leaked_bytes().unwrap(), 0);
-        assert_eq!(p.pinned_leaked_bytes(), 0);
-        assert!(p.device_allocated_bytes().iter().all(|&b| b == 0));
+        assert_nothing_held(p, After::Shutdown);
     }
 }

@@ -5,22 +5,15 @@
 use blstrs::{G1Projective, G2Projective, Scalar};
 use ff::{Field, PrimeField};
 use group::{prime::PrimeCurveAffine, Curve, Group};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use rand_chacha::ChaCha20Rng;
 use snarkpipe::backend::cpu::CpuDevice;
 use snarkpipe::backend::{open_devices, BackendKind, CpuModel, Device, DeviceSelection};
 use snarkpipe::groth16::setup::{setup_on, ToxicWaste};
 use snarkpipe::math::FixedBase;
-use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
+use snarkpipe::synthetic::{SyntheticSpec, WitnessProfile};
 
 mod common;
-use common::have_gpu;
-
-fn rng() -> ChaCha8Rng {
-    let seed = rand::random();
-    println!("seed {seed}");
-    ChaCha8Rng::seed_from_u64(seed)
-}
+use common::{fresh_rng, have_gpu, spec};
 
 /// `b·2^(8w)·G` at index `w·255 + b − 1`, built the slow obvious way.
 fn table<G: Group + Curve>() -> Vec<G::AffineRepr> {
@@ -38,7 +31,7 @@ fn table<G: Group + Curve>() -> Vec<G::AffineRepr> {
 }
 
 /// Fresh random scalars plus 0, 1, r − 1, single set bytes, and all-ones bytes.
-fn scalars(rng: &mut ChaCha8Rng, random: usize) -> Vec<Scalar> {
+fn scalars(rng: &mut ChaCha20Rng, random: usize) -> Vec<Scalar> {
     let mut out = vec![Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::from(255), Scalar::from(256)];
     for byte in [1usize, 7, 15, 30, 31] {
         let mut repr = [0u8; 32];
@@ -79,7 +72,7 @@ fn gpu_fixed_base_matches_blstrs_on_g1_and_g2() {
 }
 
 fn fixed_base_matches_blstrs(device: &dyn Device, random: usize) {
-    let mut rng = rng();
+    let mut rng = fresh_rng();
     let s = scalars(&mut rng, random);
     let g1 = device.fixed_base_g1(&FixedBase::new(G1Projective::generator()), &s).expect("G1");
     for (scalar, point) in s.iter().zip(&g1) {
@@ -102,9 +95,8 @@ fn gpu_setup_equals_cpu_setup() {
     if !have_gpu() {
         return;
     }
-    let mut rng = rng();
-    let spec =
-        SyntheticSpec { log_n: 9, num_inputs: 3, profile: WitnessProfile::Random, keys: KeyKind::Setup, seed: 3 };
+    let mut rng = fresh_rng();
+    let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(9, 3, 3) };
     let mut secret = || Scalar::random(&mut rng);
     let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
     let cpu = setup_on(spec.circuit(0), &waste, None).unwrap();

@@ -21,25 +21,17 @@ use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::memory::PinnedRegistry;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
-use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
+use snarkpipe::prover::{FaultInjection, ProofRequest, Prover, ProverConfig};
+use snarkpipe::synthetic::{SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::TimelineRecorder;
 use snarkpipe::{Error, Stage};
 
 mod common;
-use common::{bytes, fresh_seed, wait_each_within};
+use common::{assert_nothing_held, bytes, fresh_rng, fresh_seed, partitions, spec, wait_each_within, After};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-fn spec(log_n: u32, seed: u64) -> SyntheticSpec {
-    SyntheticSpec { log_n, num_inputs: 3, profile: WitnessProfile::Random, keys: KeyKind::Setup, seed }
-}
-
-fn partitions(spec: &SyntheticSpec, n: usize) -> Vec<Arc<Witness>> {
-    (0..n).map(|i| Arc::new(spec.witness(i).unwrap())).collect()
-}
 
 fn prover(faults: Option<(f64, u64)>, retries: usize) -> Prover {
     let config = ProverConfig {
@@ -78,39 +70,18 @@ fn check_proofs(
     ok
 }
 
-/// Budget, pinned memory and device memory are all back: while running (only resident keys
-/// held) and after shutdown (nothing at all).
-fn assert_everything_back(prover: &Prover) {
-    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0, "budget bytes leaked");
-    assert_eq!(prover.pinned_leaked_bytes(), 0, "pinned bytes leaked");
-    let resident: u64 = prover.residency().iter().map(|(_, bytes)| bytes).sum();
-    let in_use: u64 = prover.budget_reports().unwrap().iter().map(|r| r.in_use_bytes).sum();
-    assert_eq!(in_use, resident, "budget in use beyond the resident keys");
-    prover.shutdown(Shutdown::Drain);
-    for report in prover.budget_reports().unwrap() {
-        assert_eq!(report.in_use_bytes, 0, "budget not back at capacity after shutdown: {report:?}");
-        assert_eq!(report.waiting, 0, "grant requests left waiting: {report:?}");
-    }
-    assert!(
-        prover.device_allocated_bytes().iter().all(|&b| b == 0),
-        "device memory left: {:?}",
-        prover.device_allocated_bytes()
-    );
-    assert_eq!(prover.held().unwrap().pinned_bytes, 0, "host ranges still pinned after shutdown");
-}
-
 /// A fault-free request on a fresh prover proves, equals the reference and verifies.
 fn fresh_prover_proves(spec: &SyntheticSpec, key: &Arc<ProvingKey>) {
     let prover = prover(None, 0);
     let witnesses = partitions(spec, 2);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
     let (r, s) = (request.r.clone(), request.s.clone());
     let outcomes = wait_each_within(&prover.submit(request).unwrap(), Duration::from_secs(120));
     assert!(outcomes.iter().all(|o| o.is_ok()), "a fault-free prover failed: {outcomes:?}");
     assert_eq!(check_proofs(key, &witnesses, &r, &s, &outcomes), 2);
     assert_eq!(prover.faults().injected(), 0);
-    assert_everything_back(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 /// The fault sites, as their names appear in injected errors and in `injected_by_site`.
@@ -224,7 +195,7 @@ fn faulty_run(spec: &SyntheticSpec, key: &Arc<ProvingKey>, count: usize, rate: f
     assert_eq!(proved + failures.len(), count);
     let by_site = prover.faults().injected_by_site();
     assert!(prover.faults().injected() > 0 || failures.is_empty());
-    assert_everything_back(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
     FaultyRun { failures, proved, by_site }
 }
 
@@ -232,7 +203,7 @@ fn faulty_run(spec: &SyntheticSpec, key: &Arc<ProvingKey>, count: usize, rate: f
 /// that run, and then that a fresh prover proves. Up to 40 runs: a site late in the pipeline
 /// (the copy to the host) is reached only by the partitions no earlier fault stopped.
 fn site_fails_only_its_partition(site: Site) {
-    let spec = spec(5, fresh_seed());
+    let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(5, 3, fresh_seed()) };
     let key = spec.proving_key().unwrap();
     for attempt in 0..40 {
         let seed = fresh_seed();
@@ -302,7 +273,7 @@ fn a_failed_key_upload_fails_its_sharers_with_the_injected_cause() {
     // The key is uploaded once by the first partition through htod; partitions admitted
     // meanwhile share it. When that upload fails, the sharers must fail with the upload's
     // injected cause, never with an error of their own about what the key's buffers hold.
-    let spec = spec(5, fresh_seed());
+    let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(5, 3, fresh_seed()) };
     let key = spec.proving_key().unwrap();
     for attempt in 0..40 {
         let run = faulty_run(&spec, &key, 12, 1.0, fresh_seed());
@@ -321,18 +292,18 @@ fn a_failed_key_upload_fails_its_sharers_with_the_injected_cause() {
 #[test]
 fn without_faults_nothing_is_injected_and_everything_proves() {
     // The negative twin of the per-site tests: the same run without an injector.
-    let spec = spec(5, fresh_seed());
+    let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(5, 3, fresh_seed()) };
     let key = spec.proving_key().unwrap();
     let prover = prover(None, 0);
     let witnesses = partitions(&spec, 24);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
     let (r, s) = (request.r.clone(), request.s.clone());
     let outcomes = wait_each_within(&prover.submit(request).unwrap(), Duration::from_secs(300));
     assert_eq!(check_proofs(&key, &witnesses, &r, &s, &outcomes), 24, "{outcomes:?}");
     assert_eq!(prover.faults().injected(), 0);
     assert!(prover.faults().injected_by_site().is_empty());
-    assert_everything_back(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -412,7 +383,7 @@ fn an_already_registered_range_is_state_and_is_never_unpinned_by_us() {
 
 #[test]
 fn already_registered_answers_do_not_fail_partitions() {
-    let spec = spec(5, fresh_seed());
+    let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(5, 3, fresh_seed()) };
     let key = spec.proving_key().unwrap();
     let mut seen = 0;
     for attempt in 0..12 {
@@ -444,7 +415,7 @@ fn already_registered_answers_do_not_fail_partitions() {
 
 #[test]
 fn panicking_actors_are_replaced_and_the_pools_keep_working() {
-    let spec = spec(5, fresh_seed());
+    let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(5, 3, fresh_seed()) };
     let key = spec.proving_key().unwrap();
     let seed = fresh_seed();
     let prover = prover(Some((1.0, seed)), 0);
@@ -482,8 +453,7 @@ fn panicking_actors_are_replaced_and_the_pools_keep_working() {
     }
     eprintln!("{waves} waves, panics per stage: {panics:?}");
     // The prover still answers (no lock poisoned) and later partitions still prove on it.
-    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
-    assert_eq!(prover.pinned_leaked_bytes(), 0);
+    assert_nothing_held(&prover, After::Requests);
     let mut proved = 0;
     for _ in 0..10 {
         let handle = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
@@ -499,7 +469,7 @@ fn panicking_actors_are_replaced_and_the_pools_keep_working() {
         }
     }
     assert!(proved >= 10, "only {proved} partitions proved after the panics");
-    assert_everything_back(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
@@ -530,7 +500,7 @@ fn the_actor_code_uses_no_poisoning_locks() {
 
 #[test]
 fn retries_rescue_faulted_partitions_and_every_proof_verifies() {
-    let spec = spec(5, fresh_seed());
+    let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(5, 3, fresh_seed()) };
     let key = spec.proving_key().unwrap();
     let witnesses = partitions(&spec, 40);
     let seed = fresh_seed();
@@ -547,7 +517,7 @@ fn retries_rescue_faulted_partitions_and_every_proof_verifies() {
         }
         let proved = check_proofs(&key, &witnesses, &r, &s, &outcomes);
         let injected = prover.faults().injected();
-        assert_everything_back(&prover);
+        assert_nothing_held(&prover, After::Shutdown);
         (proved, injected)
     };
     let (without, injected_without) = run(0);
@@ -562,7 +532,7 @@ fn retries_rescue_faulted_partitions_and_every_proof_verifies() {
 
 #[test]
 fn a_request_reports_which_partition_failed_and_keeps_the_others() {
-    let spec = spec(5, fresh_seed());
+    let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(5, 3, fresh_seed()) };
     let key = spec.proving_key().unwrap();
     let witnesses = partitions(&spec, 8);
     for attempt in 0..20 {
@@ -576,7 +546,7 @@ fn a_request_reports_which_partition_failed_and_keeps_the_others() {
         let failed: Vec<usize> = (0..each.len()).filter(|&i| each[i].is_err()).collect();
         eprintln!("attempt {attempt}: failed partitions {failed:?}");
         if failed.is_empty() || failed.len() == each.len() {
-            assert_everything_back(&prover);
+            assert_nothing_held(&prover, After::Shutdown);
             continue;
         }
         // wait() reports the first failed partition by its index in the request.
@@ -594,7 +564,7 @@ fn a_request_reports_which_partition_failed_and_keeps_the_others() {
         assert_eq!((status.failed, status.proved, status.finished), (failed.len(), each.len() - failed.len(), true));
         // The others' proofs are the reference's and verify.
         assert_eq!(check_proofs(&key, &witnesses, &r, &s, &each), each.len() - failed.len());
-        assert_everything_back(&prover);
+        assert_nothing_held(&prover, After::Shutdown);
         return;
     }
     panic!("no run had both failed and proved partitions");

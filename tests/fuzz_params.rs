@@ -8,9 +8,11 @@ use bellperson::groth16::{generate_random_parameters, ParameterSource};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
 use proptest::prelude::*;
-use rand::{RngCore, SeedableRng};
 use snarkpipe::params::file::{ParamsFile, PointCheck};
 use snarkpipe::Error;
+
+mod common;
+use common::fresh_rng;
 
 const G1_LEN: usize = 96;
 const G2_LEN: usize = 192;
@@ -36,9 +38,7 @@ impl Circuit<Scalar> for Squares {
 fn valid_bytes() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
     BYTES.get_or_init(|| {
-        let seed = rand::thread_rng().next_u64();
-        eprintln!("parameters seed: {seed}");
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        let mut rng = fresh_rng();
         let params = generate_random_parameters::<Bls12, _, _>(Squares(4), &mut rng).expect("parameters");
         let mut bytes = Vec::new();
         params.write(&mut bytes).expect("write");

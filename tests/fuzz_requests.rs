@@ -16,11 +16,11 @@ use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::params::ProvingKey;
 use snarkpipe::prover::{Priority, ProofRequest, Prover, ProverConfig};
-use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
+use snarkpipe::synthetic::SyntheticSpec;
 use snarkpipe::Error;
 
 mod common;
-use common::{bytes, wait_each_within};
+use common::{assert_nothing_held, bytes, fresh_seed, spec, wait_each_within, After};
 
 /// (log_n, public inputs) of the three circuits: two share a domain, two share their inputs.
 const CIRCUITS: [(u32, usize); 3] = [(5, 2), (6, 4), (6, 2)];
@@ -50,18 +50,11 @@ fn prover(slot: &'static OnceLock<Prover>) -> &'static Prover {
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
-        let seed: u64 = rand::random();
-        eprintln!("fixture seed {seed}");
+        let seed = fresh_seed();
         let specs: Vec<SyntheticSpec> = CIRCUITS
             .iter()
             .enumerate()
-            .map(|(i, &(log_n, num_inputs))| SyntheticSpec {
-                log_n,
-                num_inputs,
-                profile: WitnessProfile::Bits,
-                keys: KeyKind::Setup,
-                seed: seed.wrapping_add(i as u64),
-            })
+            .map(|(i, &(log_n, num_inputs))| spec(log_n, num_inputs, seed.wrapping_add(i as u64)))
             .collect();
         Fixture {
             keys: specs.iter().map(|s| s.proving_key().unwrap()).collect(),
@@ -241,8 +234,7 @@ fn check(prover: &Prover, case: &RequestCase) -> Result<(), TestCaseError> {
         }
     }
     // Nothing is left behind by any case.
-    prop_assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
-    prop_assert_eq!(prover.pinned_leaked_bytes(), 0);
+    assert_nothing_held(prover, After::Requests);
     Ok(())
 }
 

@@ -17,20 +17,12 @@ use snarkpipe::circuit::{Density, Witness};
 use snarkpipe::compat;
 use snarkpipe::groth16::{self, setup::ToxicWaste};
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{ProofHandle, ProofRequest, Prover, ProverConfig, Shutdown};
-use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
+use snarkpipe::prover::{ProofHandle, ProofRequest, Prover, ProverConfig};
+use snarkpipe::synthetic::SyntheticSpec;
 use snarkpipe::{Error, Stage};
 
 mod common;
-use common::{bytes, fresh_seed, wait_each_within};
-
-fn spec(log_n: u32, num_inputs: usize, seed: u64) -> SyntheticSpec {
-    SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed }
-}
-
-fn partitions(spec: &SyntheticSpec, n: usize) -> Vec<Arc<Witness>> {
-    (0..n).map(|i| Arc::new(spec.witness(i).unwrap())).collect()
-}
+use common::{assert_nothing_held, bytes, fresh_rng, fresh_seed, partitions, spec, wait_each_within, After};
 
 fn cpu_prover() -> Prover {
     Prover::new(ProverConfig {
@@ -57,7 +49,7 @@ impl Bystander {
         let spec = spec(log_n, 3, fresh_seed());
         let key = spec.proving_key().unwrap();
         let witnesses = partitions(&spec, count);
-        let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+        let mut rng = fresh_rng();
         let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
         let (r, s) = (request.r.clone(), request.s.clone());
         let handle = prover.submit(request).unwrap();
@@ -80,18 +72,8 @@ impl Bystander {
     }
 }
 
-fn assert_nothing_held(prover: &Prover) {
-    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0, "budget bytes leaked");
-    assert_eq!(prover.pinned_leaked_bytes(), 0, "pinned bytes leaked");
-    prover.shutdown(Shutdown::Drain);
-    for report in prover.budget_reports().unwrap() {
-        assert_eq!(report.in_use_bytes, 0, "budget not back at capacity: {report:?}");
-    }
-    assert!(prover.device_allocated_bytes().iter().all(|&b| b == 0), "device memory left allocated");
-}
-
 fn request(key: &Arc<ProvingKey>, witnesses: Vec<Arc<Witness>>) -> ProofRequest {
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     ProofRequest::new(key.clone(), witnesses, &mut rng)
 }
 
@@ -121,13 +103,13 @@ fn parameters_of_another_circuit_are_refused() {
         assert!(matches!(prover.submit(request(&key, mixed)), Err(Error::ParamsMismatch { .. })));
     }
     // The twin: the circuit's own key proves.
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let proofs = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
     for (proof, witness) in proofs.iter().zip(&witnesses) {
         assert!(groth16::verify(&key.prepared_vk(), proof, witness.public_inputs()).unwrap());
     }
     good.proves_unharmed();
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 /// Ways to damage a real witness so its lengths no longer fit the key or each other.
@@ -246,7 +228,7 @@ fn witnesses_of_the_wrong_length_are_refused_at_submit() {
     let proofs = prover.prove(request(&key, vec![Arc::new(witness.clone())])).unwrap();
     assert!(groth16::verify(&key.prepared_vk(), &proofs[0], witness.public_inputs()).unwrap());
     good.proves_unharmed();
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
     assert!(accepted.is_empty(), "witnesses of the wrong length passed Prover::submit:\n{}", accepted.join("\n"));
 }
 
@@ -261,7 +243,7 @@ fn a_request_with_zero_partitions_is_refused() {
     let result = prover.submit(stray);
     assert!(matches!(result, Err(Error::EmptyRequest)), "{:?}", result.err());
     good.proves_unharmed();
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
@@ -280,7 +262,7 @@ fn randomness_of_the_wrong_length_is_refused() {
         }
     }
     good.proves_unharmed();
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
@@ -323,12 +305,12 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
     let timeline = tiny.timeline().snapshot();
     let later: Vec<_> = timeline.spans.iter().filter(|s| s.stage != Stage::Admission).map(|s| s.stage).collect();
     assert!(later.is_empty(), "refused partitions ran stages {later:?}");
-    assert_nothing_held(&tiny);
+    assert_nothing_held(&tiny, After::Shutdown);
     good.proves_unharmed();
     // The twin: the same partitions prove on a device with room.
     let proofs = roomy.prove(request(&key, partitions(&ours, 3))).unwrap();
     assert_eq!(proofs.len(), 3);
-    assert_nothing_held(&roomy);
+    assert_nothing_held(&roomy, After::Shutdown);
 }
 
 #[test]
@@ -337,7 +319,7 @@ fn cancelling_mid_flight_releases_everything_it_held() {
     let ours = spec(9, 3, fresh_seed());
     let key = ours.proving_key().unwrap();
     let witnesses = partitions(&ours, 10);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let request_ = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
     let (r, s) = (request_.r.clone(), request_.s.clone());
     let doomed = prover.submit(request_).unwrap();
@@ -373,17 +355,14 @@ fn cancelling_mid_flight_releases_everything_it_held() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(prover.in_flight(), 0, "in-flight tokens were not returned");
-    let resident: u64 = prover.residency().iter().map(|(_, b)| b).sum();
-    let in_use: u64 = prover.budget_reports().unwrap().iter().map(|r| r.in_use_bytes).sum();
-    assert_eq!(in_use, resident, "the budget holds more than the resident keys");
-    assert_eq!(prover.pinned_leaked_bytes(), 0);
+    assert_nothing_held(&prover, After::Requests);
     // A later request proves.
     let later = partitions(&ours, 2);
     let proofs = prover.prove(ProofRequest::new(key.clone(), later.clone(), &mut rng)).unwrap();
     for (proof, witness) in proofs.iter().zip(&later) {
         assert!(groth16::verify(&pvk, proof, witness.public_inputs()).unwrap());
     }
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 /// A circuit that enforces nothing.
@@ -433,7 +412,7 @@ fn compat_calls_refuse_bad_input_and_the_shared_prover_goes_on() {
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{:?}", result.err());
     let result = typed(compat::create_proof_batch(vec![Empty, Empty], &params, two.clone(), two.clone()));
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{:?}", result.err());
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let result = typed(compat::create_random_proof(Empty, &params, &mut rng));
     assert!(matches!(result, Err(Error::EmptyCircuit)), "{:?}", result.err());
     let result = typed(compat::create_proof_batch(Vec::<Empty>::new(), &params, vec![], vec![]));
@@ -457,6 +436,5 @@ fn compat_calls_refuse_bad_input_and_the_shared_prover_goes_on() {
     assert!(!bellperson::groth16::verify_proof(&pvk, &proof, &wrong).unwrap());
 
     good.proves_unharmed();
-    assert_eq!(shared.budget_leaked_bytes().unwrap(), 0);
-    assert_eq!(shared.pinned_leaked_bytes(), 0);
+    assert_nothing_held(shared, After::Requests);
 }

@@ -10,8 +10,7 @@ use bellperson::groth16::{
 use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
 use blstrs::{Bls12, Scalar};
 use ff::Field;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use rand_chacha::ChaCha20Rng;
 use snarkpipe::backend::BackendKind;
 use snarkpipe::circuit::{SatisfactionCheck, Witness, WitnessShape};
 use snarkpipe::compat;
@@ -20,7 +19,7 @@ use snarkpipe::params::file::PointCheck;
 use snarkpipe::prover::{Prover, ProverConfig};
 
 mod common;
-use common::fresh_seed;
+use common::{assert_nothing_held, fresh_rng, After};
 
 fn missing() -> SynthesisError {
     SynthesisError::AssignmentMissing
@@ -35,7 +34,7 @@ struct Chain {
 }
 
 impl Chain {
-    fn random(rng: &mut ChaCha8Rng, steps: usize) -> Chain {
+    fn random(rng: &mut ChaCha20Rng, steps: usize) -> Chain {
         Chain { start: Some(Scalar::random(&mut *rng)), input: Some(Scalar::random(&mut *rng)), steps }
     }
 }
@@ -59,7 +58,7 @@ fn shape_of(circuit: &Chain) -> WitnessShape {
     Witness::synthesize(circuit.clone(), SatisfactionCheck::Off).unwrap().shape()
 }
 
-fn setup(circuit: &Chain, rng: &mut ChaCha8Rng) -> Parameters<Bls12> {
+fn setup(circuit: &Chain, rng: &mut ChaCha20Rng) -> Parameters<Bls12> {
     generate_random_parameters::<Bls12, _, _>(circuit.clone(), rng).unwrap()
 }
 
@@ -89,7 +88,7 @@ fn compat_prover() -> &'static Prover {
 #[test]
 fn two_compat_calls_with_the_same_mapped_parameters_share_one_resident_key() {
     let prover = compat_prover();
-    let mut rng = ChaCha8Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 40);
     let params = setup(&circuit, &mut rng);
     let file = write_params(&params);
@@ -124,7 +123,7 @@ fn two_compat_calls_with_the_same_mapped_parameters_share_one_resident_key() {
 #[test]
 fn in_memory_and_mapped_parameters_of_one_setup_are_one_key() {
     let prover = cpu_prover(1 << 40);
-    let mut rng = ChaCha8Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 30);
     let shape = shape_of(&circuit);
     let params = setup(&circuit, &mut rng);
@@ -149,7 +148,7 @@ fn in_memory_and_mapped_parameters_of_one_setup_are_one_key() {
 #[test]
 fn a_different_file_of_the_same_circuit_is_its_own_entry() {
     let prover = cpu_prover(1 << 40);
-    let mut rng = ChaCha8Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 30);
     let shape = shape_of(&circuit);
     let first_params = setup(&circuit, &mut rng);
@@ -184,7 +183,7 @@ fn a_different_file_of_the_same_circuit_is_its_own_entry() {
 #[test]
 fn a_file_rewritten_in_place_is_read_again() {
     let prover = cpu_prover(1 << 40);
-    let mut rng = ChaCha8Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 30);
     let shape = shape_of(&circuit);
     let file = write_params(&setup(&circuit, &mut rng));
@@ -200,7 +199,7 @@ fn a_file_rewritten_in_place_is_read_again() {
 
 #[test]
 fn the_host_limit_evicts_the_least_recently_used_key_from_host_and_devices() {
-    let mut rng = ChaCha8Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 30);
     let shape = shape_of(&circuit);
     let (a, b) = (setup(&circuit, &mut rng), setup(&circuit, &mut rng));
@@ -226,13 +225,13 @@ fn the_host_limit_evicts_the_least_recently_used_key_from_host_and_devices() {
     assert_eq!((entry.tier, entry.loads), (KeyTier::Warm, 2));
     assert_eq!(prover.evict_cached_keys(), 1);
     assert!(prover.key_cache_status().entries.iter().all(|e| e.tier == KeyTier::Cold));
-    assert_eq!(prover.pinned_leaked_bytes(), 0);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
 fn callers_asking_at_once_for_one_key_build_it_once() {
     let prover = cpu_prover(1 << 40);
-    let mut rng = ChaCha8Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let circuit = Chain::random(&mut rng, 200);
     let shape = shape_of(&circuit);
     let file = write_params(&setup(&circuit, &mut rng));

@@ -10,10 +10,13 @@ use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Fp, G1Affine, Scalar};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
-use rand::{RngCore, SeedableRng};
+use rand::RngCore;
 use rand_chacha::ChaCha20Rng;
 use snarkpipe::params::file::{ParamsFile, PointCheck};
 use snarkpipe::Error;
+
+mod common;
+use common::fresh_rng;
 
 const G1_LEN: usize = 96;
 const G2_LEN: usize = 192;
@@ -48,12 +51,6 @@ impl Circuit<Scalar> for Cubic {
         }
         Ok(())
     }
-}
-
-fn fresh_rng() -> ChaCha20Rng {
-    let seed = rand::thread_rng().next_u64();
-    eprintln!("rng seed: {seed}");
-    ChaCha20Rng::seed_from_u64(seed)
 }
 
 fn parameters(rng: &mut ChaCha20Rng) -> Parameters<Bls12> {

@@ -13,10 +13,12 @@ use bellperson::groth16::{generate_random_parameters, prepare_verifying_key, ver
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
 use ff::Field;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use rand_chacha::ChaCha20Rng;
 use snarkpipe::backend::HostRange;
 use snarkpipe::compat;
+
+mod common;
+use common::fresh_rng;
 
 /// Allocations at least this large are recorded.
 const TRACKED_BYTES: usize = 64 << 10;
@@ -133,7 +135,7 @@ struct Squares {
 }
 
 impl Squares {
-    fn random(rng: &mut ChaCha8Rng, n: usize) -> Squares {
+    fn random(rng: &mut ChaCha20Rng, n: usize) -> Squares {
         Squares { xs: (0..n).map(|_| Some(Scalar::random(&mut *rng))).collect() }
     }
 
@@ -174,9 +176,7 @@ fn assert_every_pinned_range_is_live(after: &str) -> usize {
 #[test]
 fn every_pinned_range_lies_in_live_memory_after_the_caller_drops_its_parameters() {
     std::env::set_var("SNARKPIPE_BACKEND", "cpu");
-    let seed: u64 = rand::random();
-    eprintln!("seed {seed}");
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rng = fresh_rng();
 
     for call in ["the first call", "the second call"] {
         let circuit = Squares::random(&mut rng, 2100);

@@ -17,15 +17,7 @@ use snarkpipe::timeline::{Span, Timeline};
 use snarkpipe::{Error, Stage};
 
 mod common;
-use common::{bytes, fresh_seed};
-
-fn spec(log_n: u32, seed: u64) -> SyntheticSpec {
-    SyntheticSpec { log_n, num_inputs: 4, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed }
-}
-
-fn partitions(spec: &SyntheticSpec, n: usize) -> Vec<Arc<Witness>> {
-    (0..n).map(|i| Arc::new(spec.witness(i).unwrap())).collect()
-}
+use common::{assert_nothing_held, bytes, fresh_rng, fresh_seed, partitions, spec, After};
 
 fn cpu_prover(workers: usize, in_flight: usize) -> Prover {
     Prover::new(ProverConfig {
@@ -36,17 +28,6 @@ fn cpu_prover(workers: usize, in_flight: usize) -> Prover {
         ..ProverConfig::default()
     })
     .unwrap()
-}
-
-fn assert_nothing_held(prover: &Prover) {
-    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0, "budget bytes leaked");
-    assert_eq!(prover.pinned_leaked_bytes(), 0, "pinned bytes leaked");
-    prover.evict_all_keys();
-    for report in prover.budget_reports().unwrap() {
-        assert_eq!(report.in_use_bytes, 0, "budget not back at capacity: {report:?}");
-        assert!(report.peak_bytes <= report.capacity_bytes);
-    }
-    assert!(prover.device_allocated_bytes().iter().all(|&b| b == 0), "device memory left allocated");
 }
 
 /// Two spans of different partitions in different stages on device streams that overlap.
@@ -65,11 +46,11 @@ fn overlapping_stage_pairs(timeline: &Timeline) -> BTreeSet<(Stage, Stage)> {
 
 #[test]
 fn streamed_proofs_equal_the_reference_and_verify() {
-    let spec = spec(7, fresh_seed());
+    let spec = spec(7, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let witnesses = partitions(&spec, 6);
     let prover = cpu_prover(2, 4);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
     let (r, s) = (request.r.clone(), request.s.clone());
     let proofs = prover.prove(request).unwrap();
@@ -83,16 +64,15 @@ fn streamed_proofs_equal_the_reference_and_verify() {
         wrong[0] += blstrs::Scalar::from(1u64);
         assert!(!groth16::verify(&pvk, proof, &wrong).unwrap());
     }
-    prover.shutdown(Shutdown::Drain);
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
 fn stages_overlap_across_partitions_with_two_workers() {
-    let spec = spec(9, fresh_seed());
+    let spec = spec(9, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let prover = cpu_prover(2, 4);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     prover.prove(ProofRequest::new(key, partitions(&spec, 8), &mut rng)).unwrap();
     let timeline = prover.timeline().snapshot();
     let pairs = overlapping_stage_pairs(&timeline);
@@ -115,16 +95,15 @@ fn stages_overlap_across_partitions_with_two_workers() {
     for stage in Stage::ALL {
         assert!(stages.contains(&stage), "no {stage} span");
     }
-    prover.shutdown(Shutdown::Drain);
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
 fn one_partition_in_flight_means_no_overlap() {
-    let spec = spec(7, fresh_seed());
+    let spec = spec(7, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let prover = cpu_prover(2, 1);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     prover.prove(ProofRequest::new(key, partitions(&spec, 4), &mut rng)).unwrap();
     let timeline = prover.timeline().snapshot();
     // The negative twin of the overlap test: with an in-flight bound of 1, back-pressure
@@ -145,7 +124,7 @@ fn one_partition_in_flight_means_no_overlap() {
 
 #[test]
 fn a_partition_larger_than_the_device_fails_at_admission() {
-    let spec = spec(8, fresh_seed());
+    let spec = spec(8, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let prover = Prover::new(ProverConfig {
         backend: BackendKind::Cpu,
@@ -154,40 +133,36 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
         ..ProverConfig::default()
     })
     .unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let err = prover.prove(ProofRequest::new(key, partitions(&spec, 2), &mut rng)).unwrap_err();
     assert!(matches!(err.root_cause(), Error::PlanExceedsDevice { .. }), "expected PlanExceedsDevice, got {err}");
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
 fn bad_requests_get_typed_errors_before_any_work() {
-    let spec = spec(6, fresh_seed());
+    let spec = spec(6, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let prover = cpu_prover(1, 2);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let empty = ProofRequest::new(key.clone(), vec![], &mut rng);
     assert!(matches!(prover.submit(empty), Err(Error::EmptyRequest)));
     let mut short = ProofRequest::new(key.clone(), partitions(&spec, 2), &mut rng);
     short.r.pop();
     assert!(matches!(prover.submit(short), Err(Error::RandomnessLength { .. })));
-    let other = spec_with_inputs(7, 3).proving_key().unwrap();
+    let other = common::spec(7, 3, fresh_seed()).proving_key().unwrap();
     let mismatched = ProofRequest::new(other, partitions(&spec, 1), &mut rng);
     assert!(matches!(prover.submit(mismatched), Err(Error::ParamsMismatch { .. })));
     // The prover is unharmed: a good request still proves.
     assert_eq!(prover.prove(ProofRequest::new(key, partitions(&spec, 1), &mut rng)).unwrap().len(), 1);
 }
 
-fn spec_with_inputs(log_n: u32, num_inputs: usize) -> SyntheticSpec {
-    SyntheticSpec { num_inputs, ..spec(log_n, fresh_seed()) }
-}
-
 #[test]
 fn cancelling_releases_everything_and_the_prover_goes_on() {
-    let spec = spec(9, fresh_seed());
+    let spec = spec(9, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let prover = cpu_prover(2, 2);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let handle = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 12), &mut rng)).unwrap();
     while handle.status().proved == 0 {
         std::thread::sleep(std::time::Duration::from_millis(1));
@@ -199,20 +174,18 @@ fn cancelling_releases_everything_and_the_prover_goes_on() {
     assert!(cancelled > 0, "nothing was cancelled");
     assert!(outcomes.iter().all(|o| o.is_ok() || cancelled > 0));
     assert!(handle.status().cancelled);
-    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
-    assert_eq!(prover.pinned_leaked_bytes(), 0);
+    assert_nothing_held(&prover, After::Requests);
     // Another request on the same prover proves as if nothing happened.
     let proofs = prover.prove(ProofRequest::new(key.clone(), partitions(&spec, 2), &mut rng)).unwrap();
     assert_eq!(proofs.len(), 2);
-    prover.shutdown(Shutdown::Drain);
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]
 fn shutdown_drains_or_cancels_what_is_in_flight() {
-    let spec = spec(8, fresh_seed());
+    let spec = spec(8, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
 
     let draining = cpu_prover(2, 2);
     let handle = draining.submit(ProofRequest::new(key.clone(), partitions(&spec, 4), &mut rng)).unwrap();
@@ -228,17 +201,17 @@ fn shutdown_drains_or_cancels_what_is_in_flight() {
     cancelling.shutdown(Shutdown::Cancel);
     let outcomes = handle.wait_each();
     assert!(outcomes.iter().any(|o| o.is_err()), "cancel finished every partition anyway");
-    assert_nothing_held(&cancelling);
+    assert_nothing_held(&cancelling, After::Shutdown);
 }
 
 #[test]
 fn works_inside_a_tokio_runtime_with_async_waits() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
-        let spec = spec(7, fresh_seed());
+        let spec = spec(7, 4, fresh_seed());
         let key = spec.proving_key().unwrap();
         let prover = cpu_prover(2, 2);
-        let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+        let mut rng = fresh_rng();
         let witnesses = partitions(&spec, 3);
         let handle = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
         let proofs = handle.wait_async().await.unwrap();
@@ -252,7 +225,7 @@ fn works_inside_a_tokio_runtime_with_async_waits() {
 
 #[test]
 fn a_lying_budget_meets_a_real_out_of_memory_and_the_device_recovers() {
-    let spec = spec(8, fresh_seed());
+    let spec = spec(8, 4, fresh_seed());
     let key: Arc<ProvingKey> = spec.proving_key().unwrap();
     let witness = partitions(&spec, 1);
     // Size the device for the key and one partition; tell the budget it holds ten.
@@ -269,20 +242,19 @@ fn a_lying_budget_meets_a_real_out_of_memory_and_the_device_recovers() {
         ..ProverConfig::default()
     };
     let prover = Prover::with_fault_injection(config, FaultInjection::budget_of(device_bytes * 10)).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let outcomes = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 8), &mut rng)).unwrap().wait_each();
     let oom =
         outcomes.iter().filter(|o| matches!(o, Err(e) if matches!(e.root_cause(), Error::OutOfMemory { .. }))).count();
     assert!(oom > 0, "the lie to the budget provoked no out-of-memory");
     assert!(outcomes.iter().all(|o| o.is_ok() || oom > 0));
-    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
+    assert_nothing_held(&prover, After::Requests);
     // The device stays usable: one partition at a time proves.
     for _ in 0..2 {
         let proofs = prover.prove(ProofRequest::new(key.clone(), witness.clone(), &mut rng)).unwrap();
         assert!(groth16::verify(&key.prepared_vk(), &proofs[0], witness[0].public_inputs()).unwrap());
     }
-    prover.shutdown(Shutdown::Drain);
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 /// A CPU prover whose one modelled device holds `device_bytes`.
@@ -301,7 +273,7 @@ fn prover_with_device_bytes(device_bytes: u64) -> Prover {
 
 /// A 2^8 key, `n` of its partitions, and the device bytes one partition plans for.
 fn key_partitions_and_plan(n: usize) -> (Arc<ProvingKey>, Vec<Arc<Witness>>, u64) {
-    let spec = spec(8, fresh_seed());
+    let spec = spec(8, 4, fresh_seed());
     let witnesses = partitions(&spec, n);
     let device = snarkpipe::backend::cpu::CpuDevice::new(0, 0);
     let plan = snarkpipe::plan::partition_plan_bytes(&device, &witnesses[0].shape(), 8);
@@ -340,9 +312,8 @@ fn a_key_too_large_for_the_device_streams_in_chunks_and_proves_the_same() {
         .sum();
     assert_eq!(chunk_copies, per_partition * witnesses.len());
     assert!(per_partition > 5, "each query should need several chunks");
-    streamed.shutdown(Shutdown::Drain);
-    assert_nothing_held(&streamed);
-    resident.shutdown(Shutdown::Drain);
+    assert_nothing_held(&streamed, After::Shutdown);
+    assert_nothing_held(&resident, After::Shutdown);
 }
 
 #[test]
@@ -351,7 +322,7 @@ fn a_device_without_room_for_even_the_smallest_key_chunk_refuses_at_admission() 
     let (key, witnesses, plan) = key_partitions_and_plan(2);
     let needed = plan + key_chunk_bytes(MIN_KEY_CHUNK_POINTS);
     let prover = prover_with_device_bytes(needed - 1);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let err = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap_err();
     match err.root_cause() {
         Error::PlanExceedsDevice { needed_bytes, capacity_bytes, .. } => {
@@ -363,10 +334,8 @@ fn a_device_without_room_for_even_the_smallest_key_chunk_refuses_at_admission() 
     let roomy_enough = prover_with_device_bytes(needed);
     let proofs = roomy_enough.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
     assert!(groth16::verify(&key.prepared_vk(), &proofs[1], witnesses[1].public_inputs()).unwrap());
-    prover.shutdown(Shutdown::Drain);
-    roomy_enough.shutdown(Shutdown::Drain);
-    assert_nothing_held(&prover);
-    assert_nothing_held(&roomy_enough);
+    assert_nothing_held(&prover, After::Shutdown);
+    assert_nothing_held(&roomy_enough, After::Shutdown);
 }
 
 #[test]
@@ -409,8 +378,7 @@ fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everythin
         }
         assert!(!prover.is_resident(&key, 0));
         let injected = prover.faults().injected_by_site();
-        prover.shutdown(Shutdown::Drain);
-        assert_nothing_held(&prover);
+        assert_nothing_held(&prover, After::Shutdown);
         if failed == 0 || proved == 0 {
             eprintln!("attempt {attempt}: {failed} of {} partitions failed ({injected:?}); again", outcomes.len());
             continue;
@@ -423,7 +391,7 @@ fn faults_while_a_key_streams_stay_inside_their_partitions_and_release_everythin
 
 #[test]
 fn both_stagings_prove_what_the_reference_proves_with_one_witness_on_two_devices_at_once() {
-    let spec = spec(7, fresh_seed());
+    let spec = spec(7, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let (shared, other) = (Arc::new(spec.witness(0).unwrap()), Arc::new(spec.witness(1).unwrap()));
     for staging in [StagingMode::InPlace, StagingMode::Copy] {
@@ -441,7 +409,7 @@ fn both_stagings_prove_what_the_reference_proves_with_one_witness_on_two_devices
         // once for the process and unlocked only after the last partition using them.
         let witnesses =
             vec![shared.clone(), shared.clone(), other.clone(), shared.clone(), shared.clone(), other.clone()];
-        let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+        let mut rng = fresh_rng();
         let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
         let (r, s) = (request.r.clone(), request.s.clone());
         let proofs = prover.prove(request).unwrap();
@@ -455,8 +423,7 @@ fn both_stagings_prove_what_the_reference_proves_with_one_witness_on_two_devices
         let on_devices: BTreeSet<usize> =
             prover.timeline().snapshot().spans.iter().filter_map(|s| s.track.device()).collect();
         assert_eq!(on_devices.len(), 2, "{staging:?}: both devices should have proved");
-        assert_nothing_held(&prover);
-        prover.shutdown(Shutdown::Drain);
+        assert_nothing_held(&prover, After::Shutdown);
     }
 }
 
@@ -468,7 +435,7 @@ fn a_device_exactly_as_large_as_the_plans_proves_every_partition_in_flight() {
     // device out of memory.
     let (key, witnesses, plan) = key_partitions_and_plan(6);
     let prover = prover_with_device_bytes(key.device_bytes() + 3 * plan);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
     let (r, s) = (request.r.clone(), request.s.clone());
     let proofs = prover.prove(request).expect("every partition fits its plan");
@@ -477,7 +444,7 @@ fn a_device_exactly_as_large_as_the_plans_proves_every_partition_in_flight() {
     }
     let peak = prover.budget_reports().unwrap()[0].peak_bytes;
     assert_eq!(peak, key.device_bytes() + 3 * plan, "three partitions were never in flight at once");
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
     // The negative twin: one byte less, and only two partitions fit beside the key at once.
     let smaller = prover_with_device_bytes(key.device_bytes() + 3 * plan - 1);
     let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
@@ -487,10 +454,10 @@ fn a_device_exactly_as_large_as_the_plans_proves_every_partition_in_flight() {
 
 #[test]
 fn only_the_oldest_partition_in_flight_is_marked_urgent_and_the_marks_follow_admission() {
-    let spec = spec(8, fresh_seed());
+    let spec = spec(8, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let prover = cpu_prover(2, 3);
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     prover.prove(ProofRequest::new(key, partitions(&spec, 6), &mut rng)).unwrap();
     let timeline = prover.timeline().snapshot();
     let device: Vec<&Span> = timeline.spans.iter().filter(|s| s.track.is_device()).collect();
@@ -528,8 +495,7 @@ fn only_the_oldest_partition_in_flight_is_marked_urgent_and_the_marks_follow_adm
     let mark_order: Vec<usize> = by_first_mark.iter().map(|&(_, p)| p).collect();
     let admission_order: Vec<usize> = admitted.iter().map(|s| s.partition).filter(|p| mark_order.contains(p)).collect();
     assert_eq!(mark_order, admission_order, "the mark skipped ahead of an older partition");
-    prover.shutdown(Shutdown::Drain);
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 /// Two workers, two partitions in flight: an older partition with long MSMs and a younger,
@@ -539,19 +505,14 @@ fn only_the_oldest_partition_in_flight_is_marked_urgent_and_the_marks_follow_adm
 /// the two finished together, and the next admission waited for both, leaving the GPU idle.)
 #[test]
 fn a_younger_partition_s_results_do_not_wait_for_an_older_partition_s_msms() {
-    let slow_spec = SyntheticSpec {
-        log_n: 14,
-        num_inputs: 4,
-        profile: WitnessProfile::Random,
-        keys: KeyKind::Random,
-        seed: fresh_seed(),
-    };
-    let fast_spec = spec(4, fresh_seed());
+    let slow_spec =
+        SyntheticSpec { profile: WitnessProfile::Random, keys: KeyKind::Random, ..spec(14, 4, fresh_seed()) };
+    let fast_spec = spec(4, 4, fresh_seed());
     let (slow_key, fast_key) = (slow_spec.proving_key().unwrap(), fast_spec.proving_key().unwrap());
     let (slow_witness, fast_witness) = (partitions(&slow_spec, 1), partitions(&fast_spec, 1));
     for attempt in 0..3 {
         let prover = cpu_prover(2, 2);
-        let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+        let mut rng = fresh_rng();
         let slow = prover.submit(ProofRequest::new(slow_key.clone(), slow_witness.clone(), &mut rng)).unwrap();
         // The younger partition comes once the older one's results copy is queued (the dtoh
         // actor's span), as on a GPU, where every stage queues its work at once.
@@ -584,7 +545,7 @@ fn a_younger_partition_s_results_do_not_wait_for_an_older_partition_s_msms() {
         eprintln!("attempt {attempt}: the small partition assembled at {fast_done:.3} s, the large one's MSMs ended at {slow_msms_end:.3} s");
         assert!(fast_done.is_finite() && slow_msms_end.is_finite(), "spans missing from the timeline");
         if fast_done < slow_msms_end {
-            assert_nothing_held(&prover);
+            assert_nothing_held(&prover, After::Shutdown);
             return;
         }
     }
@@ -597,8 +558,8 @@ fn a_resident_key_nobody_holds_is_released_and_one_still_held_stays() {
     // memory it pins is always live; it must still go once nobody outside the devices holds it.
     let prover =
         Prover::new(ProverConfig { backend: BackendKind::Cpu, cpu_devices: 2, ..ProverConfig::default() }).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
-    let (dropped_spec, kept_spec) = (spec(6, fresh_seed()), spec(6, fresh_seed()));
+    let mut rng = fresh_rng();
+    let (dropped_spec, kept_spec) = (spec(6, 4, fresh_seed()), spec(6, 4, fresh_seed()));
     let dropped = dropped_spec.proving_key().unwrap();
     let kept = kept_spec.proving_key().unwrap();
     // On both devices, so that the count of holders covers more than one resident entry.
@@ -621,5 +582,5 @@ fn a_resident_key_nobody_holds_is_released_and_one_still_held_stays() {
     // The twin: the key its caller still holds stays resident.
     assert!(prover.is_resident(&kept, 0) || prover.is_resident(&kept, 1));
     assert_eq!(prover.release_unheld_keys(), 0);
-    assert_nothing_held(&prover);
+    assert_nothing_held(&prover, After::Shutdown);
 }

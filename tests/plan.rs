@@ -8,7 +8,10 @@ use snarkpipe::plan::{
     key_chunk_bytes, key_chunk_points, largest_msm, msm_pass_points, partition_plan_bytes,
     partition_plan_bytes_with_pass, Workspace, MAX_KEY_CHUNK_POINTS, MIN_KEY_CHUNK_POINTS,
 };
-use snarkpipe::synthetic::{SyntheticSpec, WitnessProfile};
+use snarkpipe::synthetic::DEFAULT_NUM_INPUTS;
+
+mod common;
+use common::spec;
 
 /// A device planning its scratch as the CUDA device does, so that the pass choice can be
 /// checked without a GPU.
@@ -25,7 +28,7 @@ impl Workspace for PlansLikeCuda {
 
 /// The bits-profile synthetic partition of 2^log_n constraints, and its key's device bytes.
 fn partition(log_n: u32) -> (WitnessShape, u64) {
-    let spec = SyntheticSpec { log_n, profile: WitnessProfile::Bits, ..SyntheticSpec::default() };
+    let spec = spec(log_n, DEFAULT_NUM_INPUTS, 0);
     let shape = spec.shape().expect("a valid spec");
     let b = shape.b_query_len() as u64;
     let g1 = (1u64 << log_n) + shape.num_aux as u64 + shape.a_query_len() as u64 + b;

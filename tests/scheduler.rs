@@ -6,26 +6,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::SeedableRng;
-use rand_chacha::ChaCha20Rng;
 use snarkpipe::backend::BackendKind;
 use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::params::ProvingKey;
 use snarkpipe::prover::{FaultInjection, Priority, ProofRequest, Prover, ProverConfig, Shutdown};
-use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::Track;
 
 mod common;
-use common::fresh_seed;
-
-fn spec(log_n: u32, num_inputs: usize) -> SyntheticSpec {
-    SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed: fresh_seed() }
-}
-
-fn partitions(spec: &SyntheticSpec, n: usize) -> Vec<Arc<Witness>> {
-    (0..n).map(|i| Arc::new(spec.witness(i).unwrap())).collect()
-}
+use common::{assert_nothing_held, fresh_rng, fresh_seed, partitions, spec, After};
 
 fn two_devices(in_flight: usize) -> ProverConfig {
     ProverConfig {
@@ -65,11 +54,11 @@ fn verify_all(key: &ProvingKey, witnesses: &[Arc<Witness>], proofs: &[bellperson
 
 #[test]
 fn partitions_spread_over_both_devices() {
-    let spec = spec(8, 4);
+    let spec = spec(8, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
     let witnesses = partitions(&spec, 8);
     let prover = Prover::new(two_devices(4)).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let handle = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
     verify_all(&key, &witnesses, &handle.wait().unwrap());
     assert_eq!(devices_used(&prover, handle.id()), BTreeSet::from([0, 1]));
@@ -80,11 +69,11 @@ fn partitions_spread_over_both_devices() {
 
 #[test]
 fn a_request_can_be_pinned_to_one_device() {
-    let spec = spec(7, 2);
+    let spec = spec(7, 2, fresh_seed());
     let key = spec.proving_key().unwrap();
     let witnesses = partitions(&spec, 4);
     let prover = Prover::new(two_devices(4)).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let mut request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
     request.devices = Some(vec![1]);
     let handle = prover.submit(request).unwrap();
@@ -99,12 +88,12 @@ fn a_request_can_be_pinned_to_one_device() {
 
 #[test]
 fn a_partition_goes_to_the_device_that_holds_its_key() {
-    let spec = spec(7, 2);
+    let spec = spec(7, 2, fresh_seed());
     let key = spec.proving_key().unwrap();
     let prover = Prover::new(two_devices(1)).unwrap();
     prover.preload(&key, Some(&[1])).unwrap();
     assert!(prover.is_resident(&key, 1) && !prover.is_resident(&key, 0));
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     for _ in 0..3 {
         let handle = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 1), &mut rng)).unwrap();
         handle.wait().unwrap();
@@ -119,7 +108,7 @@ fn a_partition_goes_to_the_device_that_holds_its_key() {
 
 #[test]
 fn higher_priority_is_admitted_before_waiting_lower_priority() {
-    let spec = spec(9, 2);
+    let spec = spec(9, 2, fresh_seed());
     let key = spec.proving_key().unwrap();
     let prover = Prover::new(ProverConfig {
         backend: BackendKind::Cpu,
@@ -129,7 +118,7 @@ fn higher_priority_is_admitted_before_waiting_lower_priority() {
         ..ProverConfig::default()
     })
     .unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let batch = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, 10), &mut rng)).unwrap();
     while batch.status().proved == 0 {
         std::thread::sleep(Duration::from_millis(1));
@@ -153,8 +142,8 @@ fn higher_priority_is_admitted_before_waiting_lower_priority() {
 
 #[test]
 fn least_recently_used_keys_are_evicted_under_budget_pressure() {
-    let first_spec = spec(8, 2);
-    let second_spec = spec(8, 3);
+    let first_spec = spec(8, 2, fresh_seed());
+    let second_spec = spec(8, 3, fresh_seed());
     let first = first_spec.proving_key().unwrap();
     let second = second_spec.proving_key().unwrap();
     let plan = snarkpipe::plan::partition_plan_bytes(
@@ -172,7 +161,7 @@ fn least_recently_used_keys_are_evicted_under_budget_pressure() {
         ..ProverConfig::default()
     })
     .unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     for round in 0..2 {
         for (key, spec) in [(&first, &first_spec), (&second, &second_spec)] {
             let witnesses = partitions(spec, 2);
@@ -188,15 +177,14 @@ fn least_recently_used_keys_are_evicted_under_budget_pressure() {
 
 #[test]
 fn a_failing_device_loses_no_work() {
-    let spec = spec(7, 2);
+    let spec = spec(7, 2, fresh_seed());
     let key = spec.proving_key().unwrap();
     let witnesses = partitions(&spec, 12);
     let injected = FaultInjection { devices: Some(vec![1]), ..FaultInjection::at_rate(1.0, fresh_seed()) };
     let prover = Prover::with_fault_injection(ProverConfig { retries: 3, ..two_devices(4) }, injected).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(fresh_seed());
+    let mut rng = fresh_rng();
     let proofs = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
     verify_all(&key, &witnesses, &proofs);
     assert!(prover.faults().injected() > 0, "device 1 never failed");
-    assert_eq!(prover.budget_leaked_bytes().unwrap(), 0);
-    assert_eq!(prover.pinned_leaked_bytes(), 0);
+    assert_nothing_held(&prover, After::Shutdown);
 }

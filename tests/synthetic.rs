@@ -4,18 +4,14 @@
 use std::time::Instant;
 
 use ff::Field;
-use rand::Rng;
 use snarkpipe::circuit::{SatisfactionCheck, Witness};
 use snarkpipe::groth16::{prove, verify};
 use snarkpipe::math::Domain;
-use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
+use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile, DEFAULT_NUM_INPUTS};
 use snarkpipe::{Error, Scalar};
 
-fn spec(log_n: u32, profile: WitnessProfile, keys: KeyKind) -> SyntheticSpec {
-    let seed: u64 = rand::thread_rng().gen();
-    eprintln!("spec log_n {log_n} {profile:?} {keys:?}: seed {seed}");
-    SyntheticSpec { log_n, profile, keys, seed, ..SyntheticSpec::default() }
-}
+mod common;
+use common::{fresh_rng, fresh_seed, spec};
 
 fn satisfied(witness: &Witness) -> bool {
     witness.a.iter().zip(&witness.b).zip(&witness.c).all(|((a, b), c)| *a * b == *c)
@@ -37,7 +33,7 @@ fn witness_satisfies_and_fast_path_equals_synthesis() {
     for profile in [WitnessProfile::Random, WitnessProfile::Bits] {
         // Odd and even constraint counts, fewer pairs than inputs, and the default inputs.
         for (log_n, num_inputs) in [(2, 0), (2, 1), (3, 5), (4, 8), (7, 8), (10, 8), (11, 3)] {
-            let spec = SyntheticSpec { num_inputs, ..spec(log_n, profile, KeyKind::Random) };
+            let spec = SyntheticSpec { profile, keys: KeyKind::Random, ..spec(log_n, num_inputs, fresh_seed()) };
             let synthesized = Witness::synthesize(spec.circuit(1), SatisfactionCheck::On)
                 .unwrap_or_else(|e| panic!("log_n {log_n}, {num_inputs} inputs: {e}"));
             let fast = spec.witness(1).unwrap();
@@ -51,7 +47,11 @@ fn witness_satisfies_and_fast_path_equals_synthesis() {
 #[test]
 fn tampered_witness_is_not_satisfied() {
     // Negative twin of the satisfaction check.
-    let spec = spec(8, WitnessProfile::Random, KeyKind::Random);
+    let spec = SyntheticSpec {
+        profile: WitnessProfile::Random,
+        keys: KeyKind::Random,
+        ..spec(8, DEFAULT_NUM_INPUTS, fresh_seed())
+    };
     let mut witness = spec.witness(0).unwrap();
     witness.c[10] += Scalar::ONE;
     assert!(!satisfied(&witness));
@@ -59,7 +59,11 @@ fn tampered_witness_is_not_satisfied() {
 
 #[test]
 fn partitions_share_structure_but_not_values() {
-    let spec = spec(9, WitnessProfile::Random, KeyKind::Random);
+    let spec = SyntheticSpec {
+        profile: WitnessProfile::Random,
+        keys: KeyKind::Random,
+        ..spec(9, DEFAULT_NUM_INPUTS, fresh_seed())
+    };
     let (first, second) = (spec.witness(0).unwrap(), spec.witness(1).unwrap());
     assert_eq!(first.shape(), second.shape());
     assert_eq!(first.a_aux_density, second.a_aux_density);
@@ -72,7 +76,11 @@ fn partitions_share_structure_but_not_values() {
 #[test]
 fn domain_is_exactly_two_to_the_log_n() {
     for log_n in [4u32, 5, 10, 14] {
-        let spec = spec(log_n, WitnessProfile::Random, KeyKind::Random);
+        let spec = SyntheticSpec {
+            profile: WitnessProfile::Random,
+            keys: KeyKind::Random,
+            ..spec(log_n, DEFAULT_NUM_INPUTS, fresh_seed())
+        };
         let shape = spec.shape().unwrap();
         assert_eq!(shape.num_constraints, 1 << log_n);
         assert_eq!(spec.witness(0).unwrap().domain().unwrap().log_n(), log_n);
@@ -83,7 +91,11 @@ fn domain_is_exactly_two_to_the_log_n() {
 
 #[test]
 fn densities_are_non_trivial() {
-    let spec = spec(8, WitnessProfile::Random, KeyKind::Random);
+    let spec = SyntheticSpec {
+        profile: WitnessProfile::Random,
+        keys: KeyKind::Random,
+        ..spec(8, DEFAULT_NUM_INPUTS, fresh_seed())
+    };
     let shape = spec.shape().unwrap();
     assert!(0 < shape.a_aux_total && shape.a_aux_total < shape.num_aux);
     assert!(0 < shape.b_aux_total && shape.b_aux_total < shape.num_aux);
@@ -103,11 +115,11 @@ fn too_many_inputs_for_the_domain_is_an_error() {
 #[test]
 fn setup_keys_verify() {
     for (log_n, profile) in [(8, WitnessProfile::Random), (10, WitnessProfile::Bits), (12, WitnessProfile::Random)] {
-        let spec = spec(log_n, profile, KeyKind::Setup);
+        let spec = SyntheticSpec { profile, ..spec(log_n, DEFAULT_NUM_INPUTS, fresh_seed()) };
         assert!(spec.verifies());
         let key = spec.proving_key().unwrap();
         let pvk = key.prepared_vk();
-        let mut rng = rand::thread_rng();
+        let mut rng = fresh_rng();
         for index in 0..2 {
             let witness = spec.witness(index).unwrap();
             let proof = prove(&key, &witness, Scalar::random(&mut rng), Scalar::random(&mut rng)).unwrap();
@@ -121,7 +133,11 @@ fn setup_keys_verify() {
 
 #[test]
 fn random_keys_have_the_right_shape_and_do_not_verify() {
-    let spec = spec(12, WitnessProfile::Random, KeyKind::Random);
+    let spec = SyntheticSpec {
+        profile: WitnessProfile::Random,
+        keys: KeyKind::Random,
+        ..spec(12, DEFAULT_NUM_INPUTS, fresh_seed())
+    };
     assert!(!spec.verifies());
     let started = Instant::now();
     let key = spec.proving_key().unwrap();
@@ -141,7 +157,9 @@ fn random_keys_have_the_right_shape_and_do_not_verify() {
 #[test]
 fn bits_profile_is_about_ninety_percent_bits() {
     let share_of_bits = |profile| {
-        let witness = spec(12, profile, KeyKind::Random).witness(0).unwrap();
+        let witness = SyntheticSpec { profile, keys: KeyKind::Random, ..spec(12, DEFAULT_NUM_INPUTS, fresh_seed()) }
+            .witness(0)
+            .unwrap();
         let bits = witness.aux_assignment.iter().filter(|v| **v == Scalar::ZERO || **v == Scalar::ONE).count();
         bits as f64 / witness.aux_assignment.len() as f64
     };
@@ -154,7 +172,7 @@ fn bits_profile_is_about_ninety_percent_bits() {
 
 #[test]
 fn setup_at_2_16_is_well_under_a_minute() {
-    let spec = spec(16, WitnessProfile::Bits, KeyKind::Setup);
+    let spec = spec(16, DEFAULT_NUM_INPUTS, fresh_seed());
     let started = Instant::now();
     let key = spec.proving_key().unwrap();
     let setup = started.elapsed();
@@ -190,12 +208,11 @@ fn setup_of_synthetic_circuits_equals_bellperson_generate_parameters() {
         )
         .unwrap()
     };
-    let seed: u64 = rand::thread_rng().gen();
-    eprintln!("seed {seed}");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let seed = fresh_seed();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
     let mut secret = || Scalar::random(&mut rng);
     for (log_n, num_inputs) in [(2, 1), (5, 0), (6, 8), (7, 3)] {
-        let spec = SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Random, keys: KeyKind::Setup, seed };
+        let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(log_n, num_inputs, seed) };
         let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
         let ours = setup(spec.circuit(0), &waste).unwrap();
         assert!(ours == bellperson_setup(spec.circuit(0), &waste), "log_n {log_n}, {num_inputs} inputs");

@@ -3,11 +3,16 @@
 #![allow(dead_code)]
 
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bellperson::groth16::Proof;
 use blstrs::Bls12;
-use snarkpipe::prover::ProofHandle;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use snarkpipe::circuit::Witness;
+use snarkpipe::prover::{ProofHandle, Prover, Shutdown};
+use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
 
 /// A seed for this run's random inputs, printed so that a failure can be replayed.
@@ -15,6 +20,80 @@ pub fn fresh_seed() -> u64 {
     let seed = rand::random();
     eprintln!("seed {seed}");
     seed
+}
+
+/// A random number generator from a [`fresh_seed`] (printed, so that a failure can be
+/// replayed with `ChaCha20Rng::seed_from_u64(seed)`).
+pub fn fresh_rng() -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(fresh_seed())
+}
+
+/// The synthetic circuit family of `2^log_n` constraints with `num_inputs` public inputs
+/// (ONE excluded) and `seed`: bit-heavy witnesses (Filecoin's shape) and a real setup's keys,
+/// so that proofs verify. A test that needs another witness profile or key kind says so with
+/// `SyntheticSpec { profile: WitnessProfile::Random, ..spec(log_n, num_inputs, seed) }`.
+pub fn spec(log_n: u32, num_inputs: usize, seed: u64) -> SyntheticSpec {
+    eprintln!("spec 2^{log_n} with {num_inputs} inputs: seed {seed}");
+    SyntheticSpec { log_n, num_inputs, profile: WitnessProfile::Bits, keys: KeyKind::Setup, seed }
+}
+
+/// The first `n` partitions (witnesses 0..n) of `spec`.
+pub fn partitions(spec: &SyntheticSpec, n: usize) -> Vec<Arc<Witness>> {
+    (0..n).map(|i| Arc::new(spec.witness(i).unwrap())).collect()
+}
+
+/// When [`assert_nothing_held`] looks at a prover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// Every request has finished and the prover goes on (it may be shared, or prove again):
+    /// nothing is leaked (no budget beyond the resident keys, no page-locked bytes beyond idle
+    /// staging buffers and keys, no grant request waiting), the budget holds exactly the
+    /// resident keys' bytes, and no budget ever granted more than its capacity. Changes nothing.
+    Requests,
+    /// [`After::Requests`]' checks; then every key is evicted, and neither the budget nor the
+    /// device holds a byte; then the prover is shut down (draining; nothing happens if it was
+    /// shut down already), and it holds nothing at all ([`snarkpipe::prover::Held::is_nothing`]:
+    /// no budget, no waiting grant, no page-locked byte, no device byte, no resident key).
+    Shutdown,
+}
+
+/// The one leak check of the tests: what `prover` holds once its requests are done, as
+/// [`After`] says. Every failure shows the prover's [`snarkpipe::prover::Held`] snapshot and
+/// its budget reports.
+pub fn assert_nothing_held(prover: &Prover, after: After) {
+    let held = prover.held().expect("the prover reports what it holds");
+    let reports = prover.budget_reports().expect("the budgets report");
+    let resident_bytes: u64 = prover.residency().iter().map(|(_, bytes)| bytes).sum();
+    assert!(!held.leaked(), "leaked after the requests: {held:?}; budgets {reports:?}");
+    assert_eq!(
+        held.budget_in_use_bytes, resident_bytes,
+        "the budget holds other than the resident keys' {resident_bytes} bytes: {held:?}; budgets {reports:?}"
+    );
+    for report in &reports {
+        assert!(report.peak_bytes <= report.capacity_bytes, "a budget granted beyond its capacity: {report:?}");
+    }
+    if after == After::Requests {
+        return;
+    }
+
+    prover.evict_all_keys();
+    let held = prover.held().expect("the prover reports what it holds");
+    assert!(
+        held.budget_in_use_bytes == 0 && held.device_bytes == 0 && held.resident_keys == 0 && !held.leaked(),
+        "held with every key evicted: {held:?}; budgets {:?}",
+        prover.budget_reports()
+    );
+
+    prover.shutdown(Shutdown::Drain);
+    let held = prover.held().expect("the prover reports what it held when it stopped");
+    let reports = prover.budget_reports().expect("the budgets as they stood when the actors stopped");
+    assert!(held.is_nothing(), "held after shutdown: {held:?}; budgets {reports:?}");
+    for report in &reports {
+        assert!(
+            report.in_use_bytes == 0 && report.waiting == 0 && report.peak_bytes <= report.capacity_bytes,
+            "a budget after shutdown: {report:?}"
+        );
+    }
 }
 
 /// A proof's canonical bytes (bellperson's encoding), for byte-for-byte comparisons.
