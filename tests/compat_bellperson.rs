@@ -363,7 +363,7 @@ fn memory_mapped_parameters() {
 }
 
 #[test]
-fn parameters_of_another_circuit_are_refused() {
+fn parameters_of_another_circuit_are_refused_by_create_proof() {
     let mut rng = fresh_rng();
     let small = Chain::random(&mut rng, 2, 20);
     let other = Chain::random(&mut rng, 2, 21);
@@ -387,7 +387,7 @@ fn parameters_of_another_circuit_are_refused() {
 }
 
 #[test]
-fn randomness_of_the_wrong_length_is_refused() {
+fn randomness_of_the_wrong_length_is_refused_by_create_proof_batch() {
     let mut rng = fresh_rng();
     let circuits: Vec<Chain> = (0..2).map(|_| Chain::random(&mut rng, 1, 10)).collect();
     let params = generate_random_parameters::<Bls12, _, _>(circuits[0].clone(), &mut rng).unwrap();

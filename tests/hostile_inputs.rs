@@ -78,7 +78,7 @@ fn request(key: &Arc<ProvingKey>, witnesses: Vec<Arc<Witness>>) -> ProofRequest 
 }
 
 #[test]
-fn parameters_of_another_circuit_are_refused() {
+fn parameters_of_another_circuit_are_refused_at_submit() {
     let prover = cpu_prover();
     let good = Bystander::submit(&prover, 8, 4);
     let ours = spec(6, 3, fresh_seed());
@@ -247,7 +247,7 @@ fn a_request_with_zero_partitions_is_refused() {
 }
 
 #[test]
-fn randomness_of_the_wrong_length_is_refused() {
+fn randomness_of_the_wrong_length_is_refused_at_submit() {
     let prover = cpu_prover();
     let good = Bystander::submit(&prover, 8, 4);
     let ours = spec(5, 2, fresh_seed());
@@ -301,6 +301,9 @@ fn a_partition_larger_than_the_device_fails_at_admission() {
             other => panic!("expected a failure at admission (stage budget), got {other:?}"),
         }
     }
+    // What `prove` (submit, then wait) returns: the same refusal.
+    let err = handle.wait().unwrap_err();
+    assert!(matches!(err.root_cause(), Error::PlanExceedsDevice { .. }), "expected PlanExceedsDevice, got {err}");
     // Refused at admission, not mid-proof: no partition reached any later stage.
     let timeline = tiny.timeline().snapshot();
     let later: Vec<_> = timeline.spans.iter().filter(|s| s.stage != Stage::Admission).map(|s| s.stage).collect();

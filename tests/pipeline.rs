@@ -123,23 +123,6 @@ fn one_partition_in_flight_means_no_overlap() {
 }
 
 #[test]
-fn a_partition_larger_than_the_device_fails_at_admission() {
-    let spec = spec(8, 4, fresh_seed());
-    let key = spec.proving_key().unwrap();
-    let prover = Prover::new(ProverConfig {
-        backend: BackendKind::Cpu,
-        cpu_device_bytes: 64 << 10,
-        memory_reserve_bytes: 0,
-        ..ProverConfig::default()
-    })
-    .unwrap();
-    let mut rng = fresh_rng();
-    let err = prover.prove(ProofRequest::new(key, partitions(&spec, 2), &mut rng)).unwrap_err();
-    assert!(matches!(err.root_cause(), Error::PlanExceedsDevice { .. }), "expected PlanExceedsDevice, got {err}");
-    assert_nothing_held(&prover, After::Shutdown);
-}
-
-#[test]
 fn bad_requests_get_typed_errors_before_any_work() {
     let spec = spec(6, 4, fresh_seed());
     let key = spec.proving_key().unwrap();
