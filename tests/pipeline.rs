@@ -567,3 +567,17 @@ fn a_resident_key_nobody_holds_is_released_and_one_still_held_stays() {
     assert_eq!(prover.release_unheld_keys(), 0);
     assert_nothing_held(&prover, After::Shutdown);
 }
+
+#[test]
+fn the_leak_check_sees_a_range_still_page_locked_after_shutdown() {
+    // The negative twin of every `assert_nothing_held`: host memory page-locked through the
+    // prover and held past its shutdown fails the check; once let go, the same check passes.
+    let prover = cpu_prover(1, 1);
+    let lease = prover.pin_registry().pin_owned(Arc::new(vec![0u8; 1 << 16])).unwrap();
+    let check = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert_nothing_held(&prover, After::Shutdown);
+    }));
+    assert!(check.is_err(), "64 KiB still page-locked after shutdown went unseen: {:?}", prover.held());
+    drop(lease);
+    assert_nothing_held(&prover, After::Shutdown);
+}
