@@ -11,7 +11,9 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions};
+use snarkpipe::backend::cuda::{GpuContext, GpuStream, MsmOptions};
+
+mod common;
 use snarkpipe::circuit::{Density, PackedDensity};
 use snarkpipe::math::{domain::Domain, ntt, quotient};
 
@@ -46,8 +48,7 @@ where
 }
 
 fn gpu() -> Option<(Arc<GpuContext>, GpuStream)> {
-    if !cuda_available() {
-        println!("skipped: no CUDA driver or GPU on this machine");
+    if !common::have_gpu() {
         return None;
     }
     let ctx = GpuContext::open(0).expect("open GPU 0");
@@ -413,12 +414,14 @@ fn check_errors(s: &GpuStream) {
 }
 
 #[test]
-fn cuda_probe_never_panics() {
-    // Must hold on machines without a driver (CI) as well as with one.
+fn the_cuda_probe_agrees_with_opening_a_gpu() {
+    // Must hold on machines without a driver (CI) as well as with one: the probe never panics,
+    // and a GPU it reports opens while one past the count does not.
     let n = snarkpipe::backend::cuda::device_count();
-    assert_eq!(cuda_available(), n > 0);
-    if n == 0 {
-        println!("skipped: no CUDA driver or GPU on this machine");
-        assert!(GpuContext::open(0).is_err());
+    assert!(n > 0 || !common::gpu_required(), "SNARKPIPE_REQUIRE_GPU=1 but the probe found no GPU");
+    match n {
+        0 => assert!(GpuContext::open(0).is_err(), "no GPU reported, yet GPU 0 opened"),
+        _ => assert!(GpuContext::open(0).is_ok(), "{n} GPUs reported, yet GPU 0 did not open"),
     }
+    assert!(GpuContext::open(n).is_err(), "GPU {n} opened past the {n} reported");
 }

@@ -60,10 +60,9 @@ fn kernels_loaded_from_ptx_and_from_nvrtc_match_the_cpu_on_a_gpu() {
     use blstrs::{G1Projective, Scalar};
     use ff::Field;
     use group::{Curve, Group};
-    use snarkpipe::backend::cuda::{cuda_available, GpuContext, KernelSource, MsmOptions};
+    use snarkpipe::backend::cuda::{GpuContext, KernelSource, MsmOptions};
 
-    if !cuda_available() {
-        println!("skipped: no CUDA driver or GPU on this machine");
+    if !common::have_gpu() {
         return;
     }
     let mut rng = common::fresh_rng();

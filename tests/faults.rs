@@ -472,30 +472,44 @@ fn panicking_actors_are_replaced_and_the_pools_keep_working() {
     assert_nothing_held(&prover, After::Shutdown);
 }
 
-#[test]
-fn the_actor_code_uses_no_poisoning_locks() {
-    // A panic while a std lock is held poisons it, and every later partition fails: the
-    // failure mode of bellperson's GPU lock. Actors and the prover use parking_lot only.
+/// The lines of the `.rs` files under `dir` (every level) that use a lock which poisons.
+fn poisoning_locks(dir: &std::path::Path) -> Vec<String> {
     let mut offenders = Vec::new();
-    for dir in ["src/actors", "src/prover", "src/memory", "src/backend"] {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-        for entry in std::fs::read_dir(&root).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                for (n, line) in text.lines().enumerate() {
-                    let code = line.split("//").next().unwrap_or("");
-                    if code.contains("std::sync::Mutex")
-                        || code.contains("std::sync::RwLock")
-                        || (code.contains("use std::sync::{") && (code.contains("Mutex") || code.contains("RwLock")))
-                    {
-                        offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                    }
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            offenders.extend(poisoning_locks(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if code.contains("std::sync::Mutex")
+                    || code.contains("std::sync::RwLock")
+                    || (code.contains("use std::sync::{") && (code.contains("Mutex") || code.contains("RwLock")))
+                    || code.contains("lock().unwrap()")
+                {
+                    offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
                 }
             }
         }
     }
+    offenders
+}
+
+#[test]
+fn the_prover_uses_no_poisoning_locks() {
+    // A panic while a std lock is held poisons it, and every later partition fails: the
+    // failure mode of bellperson's GPU lock. The crate uses parking_lot only, backends included.
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let offenders = poisoning_locks(&src);
     assert!(offenders.is_empty(), "std locks poison on panic; use parking_lot:\n{}", offenders.join("\n"));
+    // The negative twin: the scan sees a std lock in a nested folder.
+    let nested = std::env::temp_dir().join(format!("snarkpipe-lock-scan-{}", std::process::id()));
+    std::fs::create_dir_all(nested.join("backend/cuda")).unwrap();
+    std::fs::write(nested.join("backend/cuda/x.rs"), "use std::sync::{Arc, Mutex};\n").unwrap();
+    let found = poisoning_locks(&nested);
+    std::fs::remove_dir_all(&nested).unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
 }
 
 #[test]

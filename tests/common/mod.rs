@@ -117,10 +117,21 @@ pub fn wait_each_within(handle: &ProofHandle, limit: Duration) -> Vec<Result<Pro
 }
 
 /// Whether a CUDA GPU is usable here; says why a GPU test skips when not.
+/// With `SNARKPIPE_REQUIRE_GPU=1` (the device scripts set it) a GPU test that finds no GPU
+/// fails instead of passing by skipping.
 pub fn have_gpu() -> bool {
     let found = snarkpipe::backend::cuda::cuda_available();
     if !found {
+        assert!(
+            !gpu_required(),
+            "SNARKPIPE_REQUIRE_GPU=1 but no CUDA driver or GPU was found: a GPU test must not pass by skipping"
+        );
         println!("skipped: no CUDA driver or GPU on this machine");
     }
     found
+}
+
+/// Whether the environment demands a GPU (`SNARKPIPE_REQUIRE_GPU=1`).
+pub fn gpu_required() -> bool {
+    std::env::var("SNARKPIPE_REQUIRE_GPU").is_ok_and(|v| v == "1")
 }

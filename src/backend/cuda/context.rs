@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use blstrs::{G1Affine, G2Affine, Scalar};
@@ -210,7 +212,7 @@ impl GpuContext {
 
     /// Frees the cached NTT tables (they are rebuilt on demand).
     pub fn clear_caches(&self) {
-        self.ntt_tables.lock().unwrap().clear();
+        self.ntt_tables.lock().clear();
     }
 
     pub(crate) fn function(&self, name: &'static str) -> &CudaFunction {

@@ -137,11 +137,11 @@ fn check_size(stream: &GpuStream, data: &GpuBuffer<Scalar>, log_n: u32) -> Resul
 
 impl GpuStream {
     fn ntt_tables(&self, log_n: u32) -> Result<Arc<NttTables>> {
-        if let Some(t) = self.gpu().ntt_tables.lock().unwrap().get(&log_n) {
+        if let Some(t) = self.gpu().ntt_tables.lock().get(&log_n) {
             return Ok(t.clone());
         }
         let t = Arc::new(NttTables::build(self, log_n)?);
-        self.gpu().ntt_tables.lock().unwrap().insert(log_n, t.clone());
+        self.gpu().ntt_tables.lock().insert(log_n, t.clone());
         Ok(t)
     }
 
