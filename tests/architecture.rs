@@ -157,3 +157,27 @@ fn unsafe_code_stays_in_the_cuda_backend() {
     }
     assert!(outside.is_empty(), "unsafe code outside src/backend/cuda: {outside:?}");
 }
+
+#[test]
+fn the_documents_link_only_to_files_that_exist() {
+    // docs/check-links.py: every relative link and every cited raw output must exist.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut documents: Vec<PathBuf> =
+        ["README.md", "BENCHMARKS.md", "actors.md", "kernels/NOTES.md"].iter().map(|d| root.join(d)).collect();
+    for dir in ["docs", "docs/history"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                documents.push(path);
+            }
+        }
+    }
+    let output = std::process::Command::new("python3")
+        .arg(root.join("docs/check-links.py"))
+        .args(&documents)
+        .output()
+        .expect("python3 runs docs/check-links.py");
+    let report = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "broken links:\n{report}");
+    assert!(report.contains(" 0 broken"), "{report}");
+}
