@@ -63,3 +63,59 @@ fn a_job_dropped_without_an_outcome_fails_its_partition_instead_of_hanging() {
     let proofs = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
     assert_eq!(proofs.len(), 3);
 }
+
+/// Two keys on a device that holds one of them beside a partition, their requests in flight
+/// together: a partition of the second key, waiting for room that the first key holds, must get
+/// it once the first key's partitions are done with it. When idle keys were evicted only
+/// before a partition began to wait, the second request waited for ever, and the device with
+/// it.
+#[test]
+fn a_key_waiting_for_room_held_by_an_idle_key_gets_it() {
+    let (first, second) = (common::spec(7, 2, fresh_seed()), common::spec(7, 5, fresh_seed()));
+    let (key_a, key_b) = (first.proving_key().unwrap(), second.proving_key().unwrap());
+    let cpu = snarkpipe::backend::cpu::CpuDevice::new(0, 0);
+    let plan = |spec: &SyntheticSpec| {
+        snarkpipe::plan::partition_plan_bytes(&cpu, &spec.witness(0).unwrap().shape(), spec.log_n)
+    };
+    let one = key_a.device_bytes().max(key_b.device_bytes()) + plan(&first).max(plan(&second));
+    // Room for one key and two partitions, never for both keys.
+    let capacity = one + plan(&first).max(plan(&second));
+    assert!(capacity < key_a.device_bytes() + key_b.device_bytes(), "the device must not hold both keys");
+    let prover = Prover::new(ProverConfig { cpu_device_bytes: capacity, ..cpu_config(0) }).unwrap();
+    for round in 0..3 {
+        let mut rng = common::fresh_rng();
+        let a = prover.submit(ProofRequest::new(key_a.clone(), common::partitions(&first, 6), &mut rng)).unwrap();
+        let b = prover.submit(ProofRequest::new(key_b.clone(), common::partitions(&second, 6), &mut rng)).unwrap();
+        for (name, handle) in [("first", &a), ("second", &b)] {
+            let outcomes = wait_each_within(handle, Duration::from_secs(60));
+            assert!(outcomes.iter().all(|o| o.is_ok()), "round {round}, {name} key: {outcomes:?}");
+        }
+    }
+    let held = prover.held().unwrap();
+    assert!(!held.leaked() && held.resident_keys == 1, "{held:?}");
+}
+
+/// A prover's memory does not grow with its age: its timeline keeps the latest spans only, and
+/// it forgets the requests that finished.
+#[test]
+fn the_timeline_and_the_request_list_stay_bounded() {
+    let spec = common::spec(5, 1, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let witnesses = common::partitions(&spec, 2);
+    let prover = Prover::new(ProverConfig { timeline_spans: 64, ..cpu_config(0) }).unwrap();
+    for _ in 0..40 {
+        let mut rng = common::fresh_rng();
+        prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    }
+    let spans = prover.timeline().snapshot().spans.len();
+    assert_eq!(spans, 64, "the timeline holds its capacity, no more");
+    assert!(prover.timeline().dropped_spans() > 0, "80 partitions record more than 64 spans");
+    let held = prover.held().unwrap();
+    assert_eq!(held.unfinished_requests, 0, "{held:?}");
+    // The negative twin: a request still running is remembered.
+    let mut rng = common::fresh_rng();
+    let running = prover.submit(ProofRequest::new(key.clone(), common::partitions(&spec, 8), &mut rng)).unwrap();
+    assert_eq!(prover.held().unwrap().unfinished_requests, 1);
+    running.wait().unwrap();
+    assert_eq!(prover.held().unwrap().unfinished_requests, 0);
+}

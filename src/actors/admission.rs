@@ -26,7 +26,16 @@ impl StageLogic for Admission {
         let key_bytes = if resident.is_some() { 0 } else { job.key.device_bytes() };
         let capacity = pipeline.budget.capacity_bytes();
         let request = job.request.clone();
-        let cancelled = move || request.is_cancelled();
+        // While a partition waits for room, idle keys are evicted whenever they stand in its
+        // way, not only once before it waits: a key whose last partition finished after this
+        // one began to wait would otherwise hold the room for ever, and stop the device.
+        let waiting_for = |bytes: u64| {
+            let (pipeline, request) = (pipeline.clone(), request.clone());
+            move || {
+                pipeline.evict_idle_keys_for(bytes);
+                request.is_cancelled()
+            }
+        };
         if plan + key_bytes > capacity {
             // The key does not fit beside the partition: stream it through two chunk buffers.
             let longest = job.key.longest_query();
@@ -39,7 +48,7 @@ impl StageLogic for Admission {
             pipeline.evict_idle_keys_for(bytes);
             tracing::debug!(plan_bytes = plan, chunk, "the key streams: waiting for the partition's grant");
             job.key_chunk_points = Some(chunk);
-            job.grant = Some(pipeline.budget.request(bytes)?.wait_unless(&cancelled).ok_or(Error::Cancelled)?);
+            job.grant = Some(pipeline.budget.request(bytes)?.wait_unless(waiting_for(bytes)).ok_or(Error::Cancelled)?);
             job.admission = Some(pipeline.line.admit());
             return Ok(());
         }
@@ -51,7 +60,11 @@ impl StageLogic for Admission {
             Some(resident) => resident,
             None => {
                 pipeline.evict_idle_keys_for(plan + key_bytes);
-                let grant = pipeline.budget.request(key_bytes)?.wait_unless(&cancelled).ok_or(Error::Cancelled)?;
+                let grant = pipeline
+                    .budget
+                    .request(key_bytes)?
+                    .wait_unless(waiting_for(plan + key_bytes))
+                    .ok_or(Error::Cancelled)?;
                 pipeline.make_resident(&job.key, grant)?
             }
         };
@@ -62,7 +75,7 @@ impl StageLogic for Admission {
             msm_pass_points = job.msm_pass_points,
             "waiting for the partition's grant"
         );
-        job.grant = Some(pipeline.budget.request(plan)?.wait_unless(&cancelled).ok_or(Error::Cancelled)?);
+        job.grant = Some(pipeline.budget.request(plan)?.wait_unless(waiting_for(plan)).ok_or(Error::Cancelled)?);
         job.admission = Some(pipeline.line.admit());
         Ok(())
     }

@@ -55,6 +55,9 @@ pub struct ProverConfig {
     pub workers_by_device: std::collections::BTreeMap<usize, usize>,
     /// How partitions' large host vectors are page-locked for their upload.
     pub staging: StagingMode,
+    /// Timeline spans the prover keeps (the latest; older ones are dropped): the bound on the
+    /// timeline's memory over a long life.
+    pub timeline_spans: usize,
     /// Host bytes of proving keys the key cache holds (`Prover::key_for_source`, every compat
     /// call) before it evicts the least recently used; the most recent key always stays.
     pub key_cache_host_bytes: u64,
@@ -74,6 +77,7 @@ impl Default for ProverConfig {
             workers_by_device: Default::default(),
             staging: StagingMode::default(),
             key_cache_host_bytes: 128 << 30,
+            timeline_spans: crate::timeline::DEFAULT_TIMELINE_SPANS,
         }
     }
 }
@@ -175,6 +179,8 @@ pub struct Held {
     pub device_bytes: u64,
     /// Proving keys resident on a device.
     pub resident_keys: usize,
+    /// Requests submitted and not finished.
+    pub unfinished_requests: usize,
 }
 
 impl Held {
@@ -248,7 +254,7 @@ impl Prover {
         if let Some(stage) = injected.lose_jobs_at {
             faults.lose_jobs_at(stage);
         }
-        let timeline = TimelineRecorder::new();
+        let timeline = TimelineRecorder::with_capacity(config.timeline_spans);
         let system = ActorSystem::start("snarkpipe-actors")?;
         let mut pipelines = Vec::new();
         let host_pins = HostPinTable::new();
@@ -344,7 +350,10 @@ impl Prover {
         self.release_unheld_keys();
         let id = self.next_request.fetch_add(1, Ordering::SeqCst);
         let state = RequestState::new(id, key, r, s, priority, devices, self.config.retries, self.submit.clone());
-        self.requests.lock().push(Arc::downgrade(&state));
+        let mut requests = self.requests.lock();
+        // Finished requests are forgotten: the list is what shutdown must cancel or drain.
+        requests.retain(|r| r.upgrade().is_some_and(|r| !r.status().finished));
+        requests.push(Arc::downgrade(&state));
         for (index, witness) in partitions.into_iter().enumerate() {
             let ticket = Ticket { request: state.clone(), index, witness, attempt: 0, avoid: Vec::new() };
             self.submit.send(ticket).map_err(|_| Error::ShutDown)?;
@@ -614,7 +623,15 @@ impl Prover {
             pinned_bytes: self.host_pins.ranges().iter().map(|r| r.len as u64).sum(),
             device_bytes: self.device_allocated_bytes().iter().sum(),
             resident_keys: self.residency().iter().map(|(keys, _)| keys).sum(),
+            unfinished_requests: self.unfinished_requests(),
         })
+    }
+
+    /// Requests submitted and not yet finished (the finished ones are forgotten here).
+    fn unfinished_requests(&self) -> usize {
+        let mut requests = self.requests.lock();
+        requests.retain(|r| r.upgrade().is_some_and(|r| !r.status().finished));
+        requests.len()
     }
 
     /// Stops taking requests, drains or cancels what is in flight, and stops the actors.

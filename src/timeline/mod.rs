@@ -6,5 +6,5 @@ pub mod recorder;
 pub mod summary;
 pub mod svg;
 
-pub use recorder::{Span, Timeline, TimelineRecorder, Track};
+pub use recorder::{Span, Timeline, TimelineRecorder, Track, DEFAULT_TIMELINE_SPANS};
 pub use summary::{summarize, Summary};

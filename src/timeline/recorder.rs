@@ -1,6 +1,6 @@
 //! Collects spans from every actor and device stream onto one host clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -63,11 +63,22 @@ impl Span {
     }
 }
 
+/// Spans a recorder keeps by default: the last few thousand partitions' worth, tens of MB. A
+/// node proves for months; its timeline must not grow with it.
+pub const DEFAULT_TIMELINE_SPANS: usize = 1 << 17;
+
 /// A shareable recorder: actors and streams push spans; the bench exports them at the end.
+/// It is a ring: past its capacity each new span pushes out the oldest.
 #[derive(Clone)]
 pub struct TimelineRecorder {
     origin: Instant,
-    spans: Arc<Mutex<Vec<Span>>>,
+    spans: Arc<Mutex<SpanRing>>,
+}
+
+struct SpanRing {
+    spans: VecDeque<Span>,
+    capacity: usize,
+    dropped: u64,
 }
 
 impl Default for TimelineRecorder {
@@ -78,7 +89,18 @@ impl Default for TimelineRecorder {
 
 impl TimelineRecorder {
     pub fn new() -> Self {
-        TimelineRecorder { origin: Instant::now(), spans: Arc::new(Mutex::new(Vec::new())) }
+        Self::with_capacity(DEFAULT_TIMELINE_SPANS)
+    }
+
+    /// A recorder that keeps the last `capacity` spans (at least one).
+    pub fn with_capacity(capacity: usize) -> Self {
+        let ring = SpanRing { spans: VecDeque::new(), capacity: capacity.max(1), dropped: 0 };
+        TimelineRecorder { origin: Instant::now(), spans: Arc::new(Mutex::new(ring)) }
+    }
+
+    /// Spans pushed out of the ring by newer ones so far.
+    pub fn dropped_spans(&self) -> u64 {
+        self.spans.lock().dropped
     }
 
     /// The instant every span is measured from.
@@ -109,12 +131,17 @@ impl TimelineRecorder {
             end_s: self.seconds_since_origin(end),
             args,
         };
-        self.spans.lock().push(span);
+        let mut ring = self.spans.lock();
+        if ring.spans.len() >= ring.capacity {
+            ring.spans.pop_front();
+            ring.dropped += 1;
+        }
+        ring.spans.push_back(span);
     }
 
-    /// A snapshot of everything recorded so far, sorted by start time.
+    /// A snapshot of the spans the ring holds (the latest), sorted by start time.
     pub fn snapshot(&self) -> Timeline {
-        let mut spans = self.spans.lock().clone();
+        let mut spans: Vec<Span> = self.spans.lock().spans.iter().cloned().collect();
         spans.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
         Timeline { spans }
     }
@@ -124,4 +151,27 @@ impl TimelineRecorder {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Timeline {
     pub spans: Vec<Span>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_keeps_the_latest_spans_and_counts_the_rest() {
+        let recorder = TimelineRecorder::with_capacity(100);
+        let at = Instant::now();
+        for partition in 0..250 {
+            let track = Track::Actor { name: "pin".into(), device: Some(0), worker: None };
+            recorder.record(track, Stage::Pin, partition, at, at, BTreeMap::new());
+        }
+        let kept: Vec<usize> = recorder.snapshot().spans.iter().map(|s| s.partition).collect();
+        assert_eq!(kept.len(), 100);
+        assert_eq!(kept.iter().min(), Some(&150), "the oldest went first");
+        assert_eq!(recorder.dropped_spans(), 150);
+        // The negative twin: below its capacity nothing is dropped.
+        let roomy = TimelineRecorder::with_capacity(1000);
+        roomy.record(Track::Stream { device: 0, name: "htod".into() }, Stage::Htod, 0, at, at, BTreeMap::new());
+        assert_eq!((roomy.snapshot().spans.len(), roomy.dropped_spans()), (1, 0));
+    }
 }
