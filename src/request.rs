@@ -150,9 +150,23 @@ impl RequestState {
         outcome: Result<Proof<Bls12>>,
     ) {
         if let Err(err) = &outcome {
+            // What the same inputs would fail again on is not retried: only the device's own
+            // failures (and lost work) are.
             let retryable = !matches!(
                 err.root_cause(),
-                Error::Cancelled | Error::ShutDown | Error::PlanExceedsDevice { .. } | Error::ParamsMismatch { .. }
+                Error::Cancelled
+                    | Error::ShutDown
+                    | Error::PlanExceedsDevice { .. }
+                    | Error::ParamsMismatch { .. }
+                    | Error::UnexpectedIdentity
+                    | Error::InvalidPoint(_)
+                    | Error::MalformedWitness(_)
+                    | Error::MissingAssignment
+                    | Error::Unsatisfied { .. }
+                    | Error::EmptyCircuit
+                    | Error::DomainTooLarge { .. }
+                    | Error::RandomnessLength { .. }
+                    | Error::EmptyRequest
             );
             if retryable && attempt < self.retries && !self.is_cancelled() {
                 tracing::warn!(request = self.id, partition = index, attempt, %err, "retrying a failed partition");

@@ -470,7 +470,7 @@ fn subverted_delta_is_refused() {
     let mut params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
     params.vk.delta_g1 = blstrs::G1Affine::identity();
     let result = typed(compat::create_proof(circuit, &params, Scalar::ONE, Scalar::ONE));
-    // The refusal comes from the assembly stage, which wraps it with the stage's context.
+    // Refused at submit, before any device work.
     assert!(matches!(result.as_ref().map_err(Error::root_cause), Err(Error::UnexpectedIdentity)), "{result:?}");
 }
 

@@ -119,3 +119,28 @@ fn the_timeline_and_the_request_list_stay_bounded() {
     running.wait().unwrap();
     assert_eq!(prover.held().unwrap().unfinished_requests, 0);
 }
+
+/// A key whose delta is the point at infinity (subverted parameters) is refused at submit, with
+/// no device work: it used to run every partition to assembly, fail there, and run again on
+/// every retry.
+#[test]
+fn a_delta_at_infinity_is_refused_before_any_work() {
+    use group::prime::PrimeCurveAffine;
+    let spec = common::spec(6, 1, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let prover = Prover::new(cpu_config(2)).unwrap();
+    for subvert in [0, 1] {
+        let mut bad = (*key).clone();
+        match subvert {
+            0 => bad.vk.delta_g1 = blstrs::G1Affine::identity(),
+            _ => bad.vk.delta_g2 = blstrs::G2Affine::identity(),
+        }
+        let mut rng = common::fresh_rng();
+        let result = prover.submit(ProofRequest::new(Arc::new(bad), common::partitions(&spec, 2), &mut rng));
+        assert!(matches!(result, Err(Error::UnexpectedIdentity)), "{:?}", result.map(|h| h.wait()));
+    }
+    assert!(prover.timeline().snapshot().spans.is_empty(), "device work ran for a refused key");
+    // The negative twin: the key as it was proves.
+    let mut rng = common::fresh_rng();
+    assert_eq!(prover.prove(ProofRequest::new(key, common::partitions(&spec, 2), &mut rng)).unwrap().len(), 2);
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bellperson::groth16::ParameterSource;
 use blstrs::{Bls12, Scalar};
 use crossbeam_channel::{unbounded, Sender};
+use group::prime::PrimeCurveAffine;
 use parking_lot::Mutex;
 
 pub use crate::actors::StagingMode;
@@ -341,6 +342,11 @@ impl Prover {
             check_witness_lengths(witness)?;
             witness.domain()?;
             key.check_shape(&witness.shape())?;
+        }
+        // A delta at infinity fails every proof at assembly, after all its device work and
+        // every retry: refuse the key here, once, before any of it.
+        if bool::from(key.vk.delta_g1.is_identity()) || bool::from(key.vk.delta_g2.is_identity()) {
+            return Err(Error::UnexpectedIdentity);
         }
         if let Some(wanted) = &devices {
             if !wanted.iter().any(|d| self.pipelines.iter().any(|p| p.ordinal == *d)) {
