@@ -29,6 +29,11 @@ pub enum Error {
     #[error("circuit synthesis failed: {0}")]
     Synthesis(String),
 
+    /// A proof assembled from a device's results failed its pairing check: the device
+    /// computed wrongly. Retried on another device.
+    #[error("device {device} computed a proof that fails verification (a device fault); retried elsewhere")]
+    WrongResult { device: usize },
+
     /// An invariant of snarkpipe itself did not hold: a bug, not bad input.
     #[error("internal error (a bug in snarkpipe; please report it): {0}")]
     Internal(String),

@@ -1,11 +1,11 @@
 //! snarkpipe: a GPU Groth16 prover for BLS12-381, built as a pipeline of actors.
 //!
 //! One partition (one circuit's witness) flows through these stages, each run by its own actor
-//! (see `actors.md` for the messages, ownership and failure paths):
+//! (the stage list is in [`stage`]; `actors.md` has the messages, ownership and failure paths):
 //!
 //! ```text
-//!  request ─► budget ─► pin ─► htod ─► ntt ─► msm ─► dtoh ─► assemble ─► proof
-//!             (grant)  (page-lock) (copy)  (h = (ab−c)/Z) (G1, G2) (copy)  (A, B, C)
+//!  request ─► admission ─► pin ─► htod ─► ntt ─► msm ─► dtoh ─► assemble ─► verify ─► proof
+//!             (grant)   (page-lock) (copy) (h = (ab−c)/Z) (G1, G2) (copy)  (A, B, C) (pairing)
 //! ```
 //!
 //! The actors reach the GPU through one seam, [`backend::Device`], implemented by a CPU

@@ -31,6 +31,8 @@ macro_rules! stage_list {
             Dtoh "dtoh" "#26a69a" dtoh::Dtoh,
             /// Proof assembly on the host.
             Assemble "assemble" "#ffa726" assemble::Assemble,
+            /// The proof's pairing check on the host, before it leaves the prover.
+            Verify "verify" "#8d6e63" verify::Verify,
         }
     };
 }

@@ -92,6 +92,8 @@ fn a_real_out_of_memory_is_contained_and_the_gpu_recovers() {
         devices: DeviceSelection::Only(vec![0]),
         retries: 0,
         in_flight: 4,
+        // A random key's proofs cannot verify.
+        verify_proofs: false,
         ..ProverConfig::default()
     };
     let prover = Prover::with_fault_injection(config, FaultInjection::budget_of(1 << 40)).unwrap();
@@ -145,6 +147,8 @@ fn a_critical_request_overtakes_a_normal_batch_on_the_gpu() {
         workers_per_device: 2,
         in_flight: 2,
         retries: 0,
+        // A random key's proofs cannot verify.
+        verify_proofs: false,
         ..ProverConfig::default()
     })
     .unwrap();

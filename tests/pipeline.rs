@@ -507,7 +507,16 @@ fn a_younger_partition_s_results_do_not_wait_for_an_older_partition_s_msms() {
     let (slow_key, fast_key) = (slow_spec.proving_key().unwrap(), fast_spec.proving_key().unwrap());
     let (slow_witness, fast_witness) = (partitions(&slow_spec, 1), partitions(&fast_spec, 1));
     for attempt in 0..3 {
-        let prover = cpu_prover(2, 2);
+        // The large partition's random key cannot verify its proof.
+        let config = ProverConfig {
+            backend: BackendKind::Cpu,
+            workers_per_device: 2,
+            in_flight: 2,
+            memory_reserve_bytes: 0,
+            verify_proofs: false,
+            ..ProverConfig::default()
+        };
+        let prover = Prover::new(config).unwrap();
         let mut rng = fresh_rng();
         let slow = prover.submit(ProofRequest::new(slow_key.clone(), slow_witness.clone(), &mut rng)).unwrap();
         // The younger partition comes once the older one's results copy is queued (the dtoh

@@ -144,3 +144,34 @@ fn a_delta_at_infinity_is_refused_before_any_work() {
     let mut rng = common::fresh_rng();
     assert_eq!(prover.prove(ProofRequest::new(key, common::partitions(&spec, 2), &mut rng)).unwrap().len(), 2);
 }
+
+/// A device that computes wrong results without reporting an error: its proofs fail
+/// verification before they leave the prover, and its partitions are retried on the healthy
+/// device, so every proof returned verifies. Before proofs were verified, the wrong ones were
+/// returned as proofs.
+#[test]
+fn a_wrong_result_is_caught_before_it_leaves_and_proved_elsewhere() {
+    let spec = common::spec(6, 2, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let witnesses = common::partitions(&spec, 8);
+    let pvk = key.prepared_vk();
+    let two_devices = ProverConfig { cpu_devices: 2, ..cpu_config(3) };
+    let injected = FaultInjection { devices: Some(vec![1]), wrong_results: true, ..FaultInjection::default() };
+    let prover = Prover::with_fault_injection(two_devices.clone(), injected.clone()).unwrap();
+    let mut rng = common::fresh_rng();
+    let proofs = prover.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    for (i, proof) in proofs.iter().enumerate() {
+        assert!(snarkpipe::groth16::verify(&pvk, proof, witnesses[i].public_inputs()).unwrap(), "partition {i}");
+    }
+    assert!(prover.faults().injected() > 0, "no partition ran on the faulty device: the test saw nothing");
+    let caught = prover.timeline().snapshot().spans.iter().filter(|s| s.stage == Stage::Verify).count();
+    assert!(caught > witnesses.len(), "the wrong proofs were verified and retried: {caught} verify spans");
+    // The negative twin: without verification the faulty device's wrong proofs are returned.
+    let unverified =
+        Prover::with_fault_injection(ProverConfig { verify_proofs: false, ..two_devices }, injected).unwrap();
+    let mut rng = common::fresh_rng();
+    let proofs = unverified.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    let wrong =
+        proofs.iter().zip(&witnesses).filter(|(p, w)| !snarkpipe::groth16::verify(&pvk, p, w.public_inputs()).unwrap());
+    assert!(wrong.count() > 0, "unverified, the faulty device's proofs must reach the caller wrong");
+}

@@ -187,6 +187,8 @@ pub struct PartitionJob {
     pub(crate) _token: Option<InFlightToken>,
     /// The stage the job last entered.
     pub stage: Stage,
+    /// Whether the proof is verified before it is returned.
+    pub verify: bool,
     /// Set once the outcome is on its way to the request: a job dropped before then reports
     /// its own failure (see `Drop`).
     pub(crate) finished: bool,
@@ -263,7 +265,10 @@ impl PartitionJob {
             }
         }
         let device_failure = outcome.as_ref().err().is_some_and(|e| {
-            matches!(e.root_cause(), Error::Device { .. } | Error::OutOfMemory { .. } | Error::Injected(_))
+            matches!(
+                e.root_cause(),
+                Error::Device { .. } | Error::OutOfMemory { .. } | Error::Injected(_) | Error::WrongResult { .. }
+            )
         });
         self.pipeline.record_outcome(device_failure);
         let (request, index, attempt) = (self.request.clone(), self.index, self.attempt);

@@ -38,6 +38,8 @@ pub struct FaultInjector {
     rate: f64,
     /// The stage whose actor drops every job it is given, as a stopped actor's mailbox would.
     lose_jobs_at: Mutex<Option<Stage>>,
+    /// Whether MSM results come back wrong.
+    wrong_results: std::sync::atomic::AtomicBool,
     rng: Mutex<ChaCha8Rng>,
     injected: AtomicU64,
     by_site: Mutex<BTreeMap<String, u64>>,
@@ -56,6 +58,7 @@ impl FaultInjector {
         Arc::new(FaultInjector {
             rate: rate.clamp(0.0, 1.0),
             lose_jobs_at: Mutex::new(None),
+            wrong_results: std::sync::atomic::AtomicBool::new(false),
             rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
             injected: AtomicU64::new(0),
             by_site: Mutex::new(BTreeMap::new()),
@@ -63,7 +66,13 @@ impl FaultInjector {
     }
 
     pub fn is_enabled(&self) -> bool {
-        self.rate > 0.0 || self.lose_jobs_at.lock().is_some()
+        self.rate > 0.0 || self.lose_jobs_at.lock().is_some() || self.wrong_results.load(Ordering::SeqCst)
+    }
+
+    /// Makes every MSM result copied back to the host wrong, as a device that computes
+    /// wrongly without reporting an error would: only verification can tell.
+    pub fn return_wrong_results(&self) {
+        self.wrong_results.store(true, Ordering::SeqCst);
     }
 
     /// Makes the actor of `stage` drop every job it is given without an outcome, as a message
@@ -262,6 +271,16 @@ impl DeviceStream for FaultyStream {
     }
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {
         self.faults.maybe_fail(FaultSite::CopyToHost, "device-to-host copy")?;
-        self.inner.copy_results_to_host(results, tag)
+        let pending = self.inner.copy_results_to_host(results, tag)?;
+        if !self.faults.wrong_results.load(Ordering::SeqCst) {
+            return Ok(pending);
+        }
+        self.faults.injected.fetch_add(1, Ordering::SeqCst);
+        *self.faults.by_site.lock().entry("WrongResult".to_string()).or_default() += 1;
+        Ok(PendingResults::new(move || {
+            let mut results = pending.read()?;
+            results.h += <blstrs::G1Projective as group::Group>::generator();
+            Ok(results)
+        }))
     }
 }

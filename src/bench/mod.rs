@@ -504,6 +504,8 @@ fn prover_config(args: &BenchArgs, devices: DeviceSelection) -> ProverConfig {
         memory_reserve_bytes: if args.backend == BackendKind::Cpu { 0 } else { 1 << 30 },
         retries: args.retries,
         staging: args.staging,
+        // Random keys' proofs cannot verify; the bench checks setup keys' proofs again itself.
+        verify_proofs: args.keys == KeyKind::Setup,
         ..ProverConfig::default()
     }
 }

@@ -56,6 +56,10 @@ pub struct ProverConfig {
     pub workers_by_device: std::collections::BTreeMap<usize, usize>,
     /// How partitions' large host vectors are page-locked for their upload.
     pub staging: StagingMode,
+    /// Verify every proof before returning it (on by default). A proof that fails is a
+    /// device fault: the partition is retried on another device. Costs a pairing check per
+    /// partition on the host (the bench reports the verify stage's time).
+    pub verify_proofs: bool,
     /// Timeline spans the prover keeps (the latest; older ones are dropped): the bound on the
     /// timeline's memory over a long life.
     pub timeline_spans: usize,
@@ -79,6 +83,7 @@ impl Default for ProverConfig {
             staging: StagingMode::default(),
             key_cache_host_bytes: 128 << 30,
             timeline_spans: crate::timeline::DEFAULT_TIMELINE_SPANS,
+            verify_proofs: true,
         }
     }
 }
@@ -98,6 +103,9 @@ pub struct FaultInjection {
     /// The stage whose actor drops every job it is given without an outcome, as a message to
     /// a stopped actor is dropped.
     pub lose_jobs_at: Option<Stage>,
+    /// Every MSM result copied back from a faulty device is wrong (as a silently failing GPU's
+    /// would be): the proof assembled from it fails verification.
+    pub wrong_results: bool,
 }
 
 impl FaultInjection {
@@ -255,6 +263,9 @@ impl Prover {
         if let Some(stage) = injected.lose_jobs_at {
             faults.lose_jobs_at(stage);
         }
+        if injected.wrong_results {
+            faults.return_wrong_results();
+        }
         let timeline = TimelineRecorder::with_capacity(config.timeline_spans);
         let system = ActorSystem::start("snarkpipe-actors")?;
         let mut pipelines = Vec::new();
@@ -286,6 +297,7 @@ impl Prover {
             timeline: timeline.clone(),
             stopping: stopping.clone(),
             next_partition_id: Arc::new(AtomicUsize::new(0)),
+            verify_proofs: config.verify_proofs,
         };
         let scheduler = std::thread::Builder::new()
             .name("snarkpipe-scheduler".into())

@@ -54,6 +54,8 @@ pub struct Scheduler {
     pub timeline: TimelineRecorder,
     pub stopping: Arc<AtomicBool>,
     pub next_partition_id: Arc<AtomicUsize>,
+    /// Whether partitions verify their proofs before returning them.
+    pub verify_proofs: bool,
 }
 
 impl Scheduler {
@@ -175,6 +177,7 @@ impl Scheduler {
             proof: None,
             _token: Some(token),
             stage: Stage::ALL[0],
+            verify: self.verify_proofs,
             finished: false,
         })
     }
