@@ -475,21 +475,16 @@ fn panicking_actors_are_replaced_and_the_pools_keep_working() {
 /// The lines of the `.rs` files under `dir` (every level) that use a lock which poisons.
 fn poisoning_locks(dir: &std::path::Path) -> Vec<String> {
     let mut offenders = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            offenders.extend(poisoning_locks(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                if code.contains("std::sync::Mutex")
-                    || code.contains("std::sync::RwLock")
-                    || (code.contains("use std::sync::{") && (code.contains("Mutex") || code.contains("RwLock")))
-                    || code.contains("lock().unwrap()")
-                {
-                    offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                }
+    for path in common::rust_files(dir) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("std::sync::Mutex")
+                || code.contains("std::sync::RwLock")
+                || (code.contains("use std::sync::{") && (code.contains("Mutex") || code.contains("RwLock")))
+                || code.contains("lock().unwrap()")
+            {
+                offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
             }
         }
     }

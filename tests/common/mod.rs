@@ -135,3 +135,17 @@ pub fn have_gpu() -> bool {
 pub fn gpu_required() -> bool {
     std::env::var("SNARKPIPE_REQUIRE_GPU").is_ok_and(|v| v == "1")
 }
+
+/// Every `.rs` file under `dir`.
+pub fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
