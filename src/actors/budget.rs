@@ -33,7 +33,8 @@ pub struct BudgetLedger {
     in_use_bytes: u64,
     peak_bytes: u64,
     grants_issued: u64,
-    waiting: VecDeque<(u64, Sender<Grant>)>,
+    /// Requests waiting, in arrival order: (request id, bytes, where the grant goes).
+    waiting: VecDeque<(u64, u64, Sender<Grant>)>,
 }
 
 impl BudgetLedger {
@@ -49,19 +50,26 @@ impl BudgetLedger {
     }
 
     /// Queues a request; grants are handed out in arrival order as room appears.
-    fn enqueue(&mut self, bytes: u64, reply: Sender<Grant>, releaser: &Releaser) {
-        self.waiting.push_back((bytes, reply));
+    fn enqueue(&mut self, id: u64, bytes: u64, reply: Sender<Grant>, releaser: &Releaser) {
+        self.waiting.push_back((id, bytes, reply));
+        self.grant_waiting(releaser);
+    }
+
+    /// Takes a request out of the queue at once, wherever it stands: a requester that gave up
+    /// must not hold back the requests behind it until room for its own bytes appears.
+    fn withdraw(&mut self, id: u64, releaser: &Releaser) {
+        self.waiting.retain(|(waiting, ..)| *waiting != id);
         self.grant_waiting(releaser);
     }
 
     /// Grants from the head of the queue while the head fits. The head is never skipped, so
     /// a large plan cannot starve behind a stream of small ones.
     fn grant_waiting(&mut self, releaser: &Releaser) {
-        while let Some(&(bytes, _)) = self.waiting.front() {
+        while let Some(&(_, bytes, _)) = self.waiting.front() {
             if self.in_use_bytes + bytes > self.capacity_bytes {
                 break;
             }
-            let (bytes, reply) = self.waiting.pop_front().expect("front exists");
+            let (_, bytes, reply) = self.waiting.pop_front().expect("front exists");
             self.in_use_bytes += bytes;
             self.peak_bytes = self.peak_bytes.max(self.in_use_bytes);
             self.grants_issued += 1;
@@ -116,8 +124,16 @@ impl Actor for BudgetActor {
 #[derive(Message)]
 #[rtype(result = "()")]
 struct RequestGrant {
+    id: u64,
     bytes: u64,
     reply: Sender<Grant>,
+}
+
+/// Takes a waiting request out of the queue (sent by a dropped [`PendingGrant`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Withdraw {
+    id: u64,
 }
 
 /// Gives bytes back (sent by a dropped [`Grant`]).
@@ -138,7 +154,15 @@ impl Handler<RequestGrant> for BudgetActor {
     type Result = ();
     fn handle(&mut self, msg: RequestGrant, _: &mut Context<Self>) {
         let releaser = self.releaser.clone().expect("set when started");
-        self.ledger.enqueue(msg.bytes, msg.reply, &releaser);
+        self.ledger.enqueue(msg.id, msg.bytes, msg.reply, &releaser);
+    }
+}
+
+impl Handler<Withdraw> for BudgetActor {
+    type Result = ();
+    fn handle(&mut self, msg: Withdraw, _: &mut Context<Self>) {
+        let releaser = self.releaser.clone().expect("set when started");
+        self.ledger.withdraw(msg.id, &releaser);
     }
 }
 
@@ -216,19 +240,24 @@ pub struct MemoryBudget {
     capacity_bytes: u64,
     addr: Addr<BudgetActor>,
     mirror: Arc<BudgetMirror>,
+    next_request: Arc<AtomicU64>,
 }
 
-/// A request waiting for its turn; dropping it withdraws the request.
+/// A request waiting for its turn; dropping it before the grant came withdraws the request
+/// from the queue at once.
 pub struct PendingGrant {
+    id: u64,
     receiver: Receiver<Grant>,
+    addr: Addr<BudgetActor>,
+    granted: bool,
 }
 
 impl PendingGrant {
     /// Waits for the grant, giving up (and withdrawing) once `give_up` returns true.
-    pub fn wait_unless(self, mut give_up: impl FnMut() -> bool) -> Option<Grant> {
+    pub fn wait_unless(mut self, mut give_up: impl FnMut() -> bool) -> Option<Grant> {
         loop {
             match self.receiver.recv_timeout(std::time::Duration::from_millis(20)) {
-                Ok(grant) => return Some(grant),
+                Ok(grant) => return self.granted(grant),
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) if !give_up() => continue,
                 Err(_) => return None,
             }
@@ -236,13 +265,30 @@ impl PendingGrant {
     }
 
     /// Waits for the grant.
-    pub fn wait(self) -> Option<Grant> {
-        self.receiver.recv().ok()
+    pub fn wait(mut self) -> Option<Grant> {
+        let grant = self.receiver.recv().ok()?;
+        self.granted(grant)
     }
 
     /// The grant, if it has already been made.
-    pub fn try_take(&self) -> Option<Grant> {
-        self.receiver.try_recv().ok()
+    pub fn try_take(&mut self) -> Option<Grant> {
+        let grant = self.receiver.try_recv().ok()?;
+        self.granted(grant)
+    }
+
+    fn granted(&mut self, grant: Grant) -> Option<Grant> {
+        self.granted = true;
+        Some(grant)
+    }
+}
+
+impl Drop for PendingGrant {
+    fn drop(&mut self) {
+        if !self.granted {
+            // A grant already on its way is dropped with the receiver and gives its bytes
+            // back itself; the withdrawal then finds nothing to take out.
+            self.addr.do_send(Withdraw { id: self.id });
+        }
     }
 }
 
@@ -252,7 +298,7 @@ impl MemoryBudget {
         let mirror = Arc::new(BudgetMirror::default());
         let actor =
             BudgetActor { ledger: BudgetLedger::new(device, capacity_bytes), releaser: None, mirror: mirror.clone() };
-        MemoryBudget { device, capacity_bytes, addr: actor.start(), mirror }
+        MemoryBudget { device, capacity_bytes, addr: actor.start(), mirror, next_request: Arc::default() }
     }
 
     pub fn capacity_bytes(&self) -> u64 {
@@ -269,8 +315,9 @@ impl MemoryBudget {
             });
         }
         let (reply, receiver) = bounded(1);
-        self.addr.try_send(RequestGrant { bytes, reply }).map_err(|_| Error::ShutDown)?;
-        Ok(PendingGrant { receiver })
+        let id = self.next_request.fetch_add(1, Ordering::SeqCst);
+        self.addr.try_send(RequestGrant { id, bytes, reply }).map_err(|_| Error::ShutDown)?;
+        Ok(PendingGrant { id, receiver, addr: self.addr.clone(), granted: false })
     }
 
     /// The budget's state after every release sent before this call.
@@ -303,8 +350,8 @@ mod tests {
     fn grants_in_fifo_order_and_never_over_commits() {
         let (_system, budget) = budget(100);
         let first = budget.request(60).unwrap().wait().unwrap();
-        let big = budget.request(70).unwrap();
-        let small = budget.request(10).unwrap();
+        let mut big = budget.request(70).unwrap();
+        let mut small = budget.request(10).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         assert!(big.try_take().is_none(), "70 bytes were granted beside 60 of 100");
         assert!(small.try_take().is_none(), "a later small request jumped the queue");
@@ -353,5 +400,30 @@ mod tests {
         drop(held);
         let report = budget.report().unwrap();
         assert_eq!(report.in_use_bytes, 0, "a grant made to a withdrawn request leaked");
+    }
+
+    #[test]
+    fn a_requester_that_gave_up_leaves_the_queue_at_once() {
+        let (_system, budget) = budget(100);
+        let _held = budget.request(60).unwrap().wait().unwrap();
+        let gives_up = budget.request(70).unwrap();
+        let behind = budget.request(10).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(budget.report().unwrap().waiting, 2);
+        // The 70 bytes can only come once the 60 are back; the 10 behind them fit now, and
+        // must not wait for room the requester that gave up will never use.
+        assert!(gives_up.wait_unless(|| true).is_none());
+        let granted = behind.wait_unless({
+            let started = std::time::Instant::now();
+            move || started.elapsed() > Duration::from_secs(5)
+        });
+        assert_eq!(granted.as_ref().map(|g| g.bytes()), Some(10), "the request behind one that gave up kept waiting");
+        let report = budget.report().unwrap();
+        assert_eq!((report.in_use_bytes, report.waiting), (70, 0));
+        // The twin: a request that did not give up still holds its place at the head.
+        let mut head = budget.request(50).unwrap();
+        let mut after = budget.request(5).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(head.try_take().is_none() && after.try_take().is_none(), "FIFO order must hold");
     }
 }
