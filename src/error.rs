@@ -106,6 +106,22 @@ pub enum Error {
     #[error("{context}: {message}")]
     Io { context: String, message: String },
 
+    /// The device's context is unusable (an illegal address, a trap, a lost device): every
+    /// later operation on it would fail too. The device is drained and its context re-created;
+    /// the partition is retried.
+    #[error("device {device} is broken and is being recovered: {message}")]
+    DeviceBroken { device: usize, message: String },
+
+    /// Device work did not complete within the stage's watchdog bound (a hung kernel). The
+    /// device is treated as broken and recovered; the partition is retried.
+    #[error("device {device}: the {stage} stage's work did not complete within {waited_ms} ms (a hung kernel); the device is being recovered")]
+    DeviceHang { device: usize, stage: Stage, waited_ms: u64 },
+
+    /// The upload of a proving key that several partitions share failed in the work of
+    /// another partition; this one did nothing wrong and is requeued.
+    #[error("the proving key's upload, queued by {queued_by}, failed: {cause}")]
+    SharedKeyFailed { queued_by: String, cause: Box<Error> },
+
     /// A fault injected on purpose by the fault-injection wrapper.
     #[error("injected fault: {0}")]
     Injected(String),
@@ -144,6 +160,11 @@ impl Error {
             Error::Stage { cause, .. } => cause.root_cause(),
             other => other,
         }
+    }
+
+    /// Whether the failure says the device as a whole is unusable until it is recovered.
+    pub fn breaks_device(&self) -> bool {
+        matches!(self.root_cause(), Error::DeviceBroken { .. } | Error::DeviceHang { .. })
     }
 
     /// Whether this failure (or its cause) was injected on purpose.

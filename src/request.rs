@@ -50,7 +50,25 @@ pub struct Ticket {
     pub attempt: usize,
     /// Devices this partition failed on before.
     pub avoid: Vec<usize>,
+    /// Times the partition went round again for a failure that was not its own (see
+    /// [`MAX_REQUEUES`]); these do not count as attempts.
+    pub requeues: usize,
+    /// Not to be placed before this (a partition backing off from memory pressure).
+    pub not_before: Option<std::time::Instant>,
 }
+
+/// How long a partition that ran out of device memory the budget had granted waits before it
+/// goes round again: another process holds the memory, and may give it back. Doubles with
+/// each requeue, up to two seconds.
+fn pressure_backoff(requeues: usize) -> std::time::Duration {
+    std::time::Duration::from_millis(100u64 << requeues.min(5)).min(std::time::Duration::from_secs(2))
+}
+
+/// How often a partition is sent round again, without spending an attempt, for a failure that
+/// was not its own: in another partition's work (a shared key's upload), or memory another
+/// process took. The bound stops a key whose every upload fails, or memory that never comes
+/// back, from sending it round for ever.
+pub const MAX_REQUEUES: usize = 8;
 
 /// Where a request stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -64,6 +82,10 @@ pub struct RequestStatus {
 
 struct Outcomes {
     results: Vec<Option<Result<Proof<Bls12>>>>,
+    /// The attempt each outcome came from, and how often it went round again before it for
+    /// failures not its own.
+    attempts: Vec<usize>,
+    requeues: Vec<usize>,
     finished: usize,
     wakers: Vec<Waker>,
 }
@@ -113,6 +135,8 @@ impl RequestState {
             cancelled: AtomicBool::new(false),
             outcomes: Mutex::new(Outcomes {
                 results: (0..partitions).map(|_| None).collect(),
+                attempts: vec![0; partitions],
+                requeues: vec![0; partitions],
                 finished: 0,
                 wakers: Vec::new(),
             }),
@@ -141,36 +165,33 @@ impl RequestState {
 
     /// Records a partition's outcome, or sends a failed partition round again if the retry
     /// policy allows and the failure could pass.
+    #[allow(clippy::too_many_arguments)]
     pub fn complete(
         self: &Arc<Self>,
         index: usize,
         attempt: usize,
+        requeues: usize,
         witness: Arc<Witness>,
         avoid: Vec<usize>,
         outcome: Result<Proof<Bls12>>,
     ) {
         if let Err(err) = &outcome {
-            // What the same inputs would fail again on is not retried: only the device's own
-            // failures (and lost work) are.
-            let retryable = !matches!(
-                err.root_cause(),
-                Error::Cancelled
-                    | Error::ShutDown
-                    | Error::PlanExceedsDevice { .. }
-                    | Error::ParamsMismatch { .. }
-                    | Error::UnexpectedIdentity
-                    | Error::InvalidPoint(_)
-                    | Error::MalformedWitness(_)
-                    | Error::MissingAssignment
-                    | Error::Unsatisfied { .. }
-                    | Error::EmptyCircuit
-                    | Error::DomainTooLarge { .. }
-                    | Error::RandomnessLength { .. }
-                    | Error::EmptyRequest
-            );
-            if retryable && attempt < self.retries && !self.is_cancelled() {
-                tracing::warn!(request = self.id, partition = index, attempt, %err, "retrying a failed partition");
-                let ticket = Ticket { request: self.clone(), index, witness, attempt: attempt + 1, avoid };
+            let requeue = requeues < MAX_REQUEUES;
+            let again = match err.root_cause() {
+                // Another partition's failure (the shared key's upload it queued): this one
+                // goes round again as it was, without spending an attempt.
+                Error::SharedKeyFailed { .. } => requeue.then_some((attempt, requeues + 1, None)),
+                // Memory the budget granted but the driver did not have: another process holds
+                // it. Pressure, not a failure of the device or the partition: wait and retry.
+                Error::OutOfMemory { .. } => requeue
+                    .then(|| (attempt, requeues + 1, Some(std::time::Instant::now() + pressure_backoff(requeues)))),
+                _ if Self::retryable(err) => (attempt < self.retries).then_some((attempt + 1, requeues, None)),
+                _ => None,
+            };
+            if let Some((attempt, requeues, not_before)) = again.filter(|_| !self.is_cancelled()) {
+                tracing::warn!(request = self.id, partition = index, attempt, %err, "sending a failed partition round again");
+                let ticket = Ticket { request: self.clone(), index, witness, attempt, avoid, requeues, not_before };
+                // A prover that stopped takes nothing: the failure stands.
                 if self.resubmit.send(ticket).is_ok() {
                     return;
                 }
@@ -178,14 +199,39 @@ impl RequestState {
         }
         let wakers = {
             let mut outcomes = self.outcomes.lock();
-            if outcomes.results[index].is_none() {
-                outcomes.finished += 1;
+            if outcomes.results[index].is_some() {
+                // Given up on by a shutdown: the outcome the caller saw stands.
+                return;
             }
+            outcomes.finished += 1;
             outcomes.results[index] = Some(outcome);
+            outcomes.attempts[index] = attempt;
+            outcomes.requeues[index] = requeues;
             std::mem::take(&mut outcomes.wakers)
         };
         self.changed.notify_all();
         wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Whether a failure could pass on another attempt: the device's own failures (and lost
+    /// work) could; what the same inputs would fail on again could not.
+    fn retryable(err: &Error) -> bool {
+        !matches!(
+            err.root_cause(),
+            Error::Cancelled
+                | Error::ShutDown
+                | Error::PlanExceedsDevice { .. }
+                | Error::ParamsMismatch { .. }
+                | Error::UnexpectedIdentity
+                | Error::InvalidPoint(_)
+                | Error::MalformedWitness(_)
+                | Error::MissingAssignment
+                | Error::Unsatisfied { .. }
+                | Error::EmptyCircuit
+                | Error::DomainTooLarge { .. }
+                | Error::RandomnessLength { .. }
+                | Error::EmptyRequest
+        )
     }
 
     pub fn status(&self) -> RequestStatus {
@@ -199,6 +245,40 @@ impl RequestState {
             cancelled: self.is_cancelled(),
             finished: outcomes.finished == outcomes.results.len(),
         }
+    }
+
+    /// Waits until every partition has finished or `deadline` has passed; whether they have.
+    pub(crate) fn wait_until(&self, deadline: std::time::Instant) -> bool {
+        let mut outcomes = self.outcomes.lock();
+        while outcomes.finished < outcomes.results.len() {
+            if self.changed.wait_until(&mut outcomes, deadline).timed_out() {
+                return outcomes.finished == outcomes.results.len();
+            }
+        }
+        true
+    }
+
+    /// Gives up on the partitions that have not finished: each fails with `err` now (their
+    /// work, if it ever ends, finds its outcome taken). Returns how many there were.
+    pub(crate) fn abandon(&self, err: Error) -> usize {
+        let (abandoned, wakers) = {
+            let mut outcomes = self.outcomes.lock();
+            let open: Vec<usize> = (0..outcomes.results.len()).filter(|&i| outcomes.results[i].is_none()).collect();
+            for &i in &open {
+                outcomes.results[i] = Some(Err(err.clone()));
+            }
+            outcomes.finished += open.len();
+            (open.len(), std::mem::take(&mut outcomes.wakers))
+        };
+        self.changed.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
+        abandoned
+    }
+
+    /// Partitions whose outcome is a failure `matching` its root cause.
+    pub(crate) fn count_failed_with(&self, matching: impl Fn(&Error) -> bool) -> usize {
+        let outcomes = self.outcomes.lock();
+        outcomes.results.iter().filter(|r| matches!(r, Some(Err(e)) if matching(e.root_cause()))).count()
     }
 
     fn take_each(&self) -> Vec<Result<Proof<Bls12>>> {
@@ -252,6 +332,18 @@ impl ProofHandle {
 
     pub fn status(&self) -> RequestStatus {
         self.state.status()
+    }
+
+    /// The attempt each partition's outcome came from (0: the first), as far as they are in:
+    /// with the fault injector's log, what tells a partition's own failure from a cascade.
+    pub fn attempts(&self) -> Vec<usize> {
+        self.state.outcomes.lock().attempts.clone()
+    }
+
+    /// How often each partition went round again for failures not its own (another
+    /// partition's key upload, memory pressure) before its outcome.
+    pub fn requeues(&self) -> Vec<usize> {
+        self.state.outcomes.lock().requeues.clone()
     }
 
     /// How long the request waited before its first partition was placed on a device (None

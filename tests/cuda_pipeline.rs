@@ -240,3 +240,59 @@ fn a_key_streamed_in_chunks_on_the_gpu_proves_what_a_resident_key_proves() {
         assert_nothing_held(p, After::Shutdown);
     }
 }
+
+/// A kernel that traps on the GPU (the fault injector's sticky error, for real): the context
+/// is unusable, every partition in flight on it fails, the device is drained, its context
+/// re-created and its key uploaded again, and every partition proves, those after the trap
+/// included, with proofs equal to the CPU backend's. Before recovery, every later partition
+/// on the GPU failed until the process restarted.
+#[test]
+fn a_trapping_kernel_breaks_the_context_and_the_gpu_recovers() {
+    if !have_gpu() {
+        return;
+    }
+    use snarkpipe::prover::{DeviceHealth, FaultSite};
+    let spec = spec(12, 3, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let witnesses = partitions(&spec, 8);
+    let config = ProverConfig {
+        backend: BackendKind::Cuda,
+        devices: DeviceSelection::Only(vec![0]),
+        workers_per_device: 2,
+        in_flight: 4,
+        retries: 2,
+        ..ProverConfig::default()
+    };
+    let injected = FaultInjection { armed: vec![(FaultSite::Sticky, 1)], ..FaultInjection::default() };
+    let gpu = Prover::with_fault_injection(config, injected).unwrap();
+    let mut rng = fresh_rng();
+    let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
+    let (r, s) = (request.r.clone(), request.s.clone());
+    let handle = gpu.submit(request).unwrap();
+    let outcomes = common::wait_each_within(&handle, std::time::Duration::from_secs(300));
+    assert_eq!(gpu.faults().injected_by_site().get("Sticky"), Some(&1), "the trap was never launched");
+    let status = gpu.device_status()[0].clone();
+    assert_eq!((status.recoveries, &status.health), (1, &DeviceHealth::Healthy), "{status:?}");
+    let cpu_proofs = prover(BackendKind::Cpu)
+        .prove(ProofRequest {
+            key: key.clone(),
+            partitions: witnesses.clone(),
+            r,
+            s,
+            priority: Default::default(),
+            devices: None,
+        })
+        .unwrap();
+    for (i, (outcome, cpu)) in outcomes.iter().zip(&cpu_proofs).enumerate() {
+        let proof = outcome.as_ref().unwrap_or_else(|err| panic!("partition {i} failed after the recovery: {err}"));
+        assert_eq!(bytes(proof), bytes(cpu), "partition {i}: the recovered GPU's proof differs from the CPU's");
+    }
+    // Later requests prove on the recovered GPU, its key resident again.
+    let proofs = gpu.prove(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    let pvk = key.prepared_vk();
+    for (i, proof) in proofs.iter().enumerate() {
+        assert!(groth16::verify(&pvk, proof, witnesses[i].public_inputs()).unwrap(), "partition {i}");
+    }
+    assert!(gpu.is_resident(&key, 0));
+    assert_nothing_held(&gpu, After::Requests);
+}

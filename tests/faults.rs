@@ -21,7 +21,7 @@ use snarkpipe::circuit::Witness;
 use snarkpipe::groth16;
 use snarkpipe::memory::PinnedRegistry;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{FaultInjection, ProofRequest, Prover, ProverConfig};
+use snarkpipe::prover::{FaultInjection, FaultScope, ProofRequest, Prover, ProverConfig};
 use snarkpipe::synthetic::{SyntheticSpec, WitnessProfile};
 use snarkpipe::timeline::TimelineRecorder;
 use snarkpipe::{Error, Stage};
@@ -181,13 +181,21 @@ fn faulty_run(spec: &SyntheticSpec, key: &Arc<ProvingKey>, count: usize, rate: f
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let request = ProofRequest::new(key.clone(), witnesses.clone(), &mut rng);
     let (r, s) = (request.r.clone(), request.s.clone());
-    let outcomes = wait_each_within(&prover.submit(request).unwrap(), Duration::from_secs(300));
+    let handle = prover.submit(request).unwrap();
+    let outcomes = wait_each_within(&handle, Duration::from_secs(300));
+    let attempts = handle.attempts();
     let failures: Vec<_> = outcomes
         .iter()
         .enumerate()
         .filter_map(|(i, o)| o.as_ref().err().map(|e| (i, e)))
         .map(|(i, e)| {
             let (site, stage) = check_failure(i, e);
+            // Exactly: a fault went into this partition's own work, not anyone's.
+            let own = FaultScope { request: handle.id(), partition: i, attempt: attempts[i] };
+            assert!(
+                prover.faults().injected_into(own),
+                "partition {i} failed with no fault in its own work (a cascade): {e}"
+            );
             (i, site, stage)
         })
         .collect();
@@ -269,24 +277,24 @@ fn a_panic_in_an_actor_fails_only_its_partition() {
 }
 
 #[test]
-fn a_failed_key_upload_fails_its_sharers_with_the_injected_cause() {
+fn a_failed_key_upload_fails_no_sharer() {
     // The key is uploaded once by the first partition through htod; partitions admitted
-    // meanwhile share it. When that upload fails, the sharers must fail with the upload's
-    // injected cause, never with an error of their own about what the key's buffers hold.
+    // meanwhile share it. When that upload fails, it is the uploader's failure alone: the
+    // sharers go round again without spending an attempt (retries are off here) and prove.
+    // So no run fails more partitions at a copy than copy faults were injected. When sharers
+    // failed with the uploader's injected cause, runs did (see `tests/recovery.rs` for the
+    // armed, exact version).
     let spec = SyntheticSpec { profile: WitnessProfile::Random, ..spec(5, 3, fresh_seed()) };
     let key = spec.proving_key().unwrap();
-    for attempt in 0..40 {
+    for attempt in 0..8 {
         let run = faulty_run(&spec, &key, 12, 1.0, fresh_seed());
         let copy_failures = run.failures.iter().filter(|(_, site, _)| *site == Site::CopyToDevice).count() as u64;
         let copy_faults = run.by_site.get("CopyToDevice").copied().unwrap_or(0);
-        if copy_failures > copy_faults {
-            eprintln!(
-                "attempt {attempt}: {copy_faults} copy faults failed {copy_failures} partitions (a shared key upload)"
-            );
-            return;
-        }
+        assert!(
+            copy_failures <= copy_faults,
+            "attempt {attempt}: {copy_faults} copy faults failed {copy_failures} partitions"
+        );
     }
-    panic!("no key upload failed while other partitions shared the key in 40 runs");
 }
 
 #[test]

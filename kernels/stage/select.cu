@@ -25,3 +25,8 @@ extern "C" __global__ void select_scalars(const uint4* __restrict__ values,
     out[2 * place] = values[2 * (unsigned long long)i];
     out[2 * place + 1] = values[2 * (unsigned long long)i + 1];
 }
+
+// A kernel that traps: the fault injector launches it to break a GPU's context for real (a
+// sticky error, as an illegal address or a failed assertion would), so that the recovery
+// from it is tested on the hardware. Never launched otherwise.
+extern "C" __global__ void debug_trap() { asm volatile("trap;"); }

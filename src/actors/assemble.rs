@@ -3,7 +3,7 @@
 
 use super::messages::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::groth16::assemble_proof;
 use crate::stage::Stage;
 
@@ -15,14 +15,21 @@ impl StageLogic for Assemble {
     const STAGE: Stage = Stage::Assemble;
     const THREADS: Threads = Threads::PerWorker;
 
+    /// Waits for the partition's device work, at most the stage timeout: work that takes
+    /// longer hangs, and the device is recovered.
     fn inputs_ready(&mut self, job: &mut PartitionJob) -> Result<()> {
-        job.dtoh_done.as_ref().ok_or_else(|| PartitionJob::missing("download event"))?.wait()
+        let downloaded = job.dtoh_done.as_ref().ok_or_else(|| PartitionJob::missing("download event"))?;
+        let timeout = job.pipeline.stage_timeout;
+        if downloaded.wait_within(timeout)? {
+            return Ok(());
+        }
+        Err(Error::DeviceHang { device: job.pipeline.ordinal, stage: Stage::Assemble, waited_ms: timeout.as_millis() as u64 })
     }
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         // A failed key upload explains whatever its partitions' MSMs then saw: report it first.
         if let Some(resident) = &job.resident_key {
-            resident.failure.check()?;
+            resident.check_for(Some(job.partition_id))?;
         }
         job.failure.check()?;
         let results = job.pending_results.take().ok_or_else(|| PartitionJob::missing("results"))?.read()?;

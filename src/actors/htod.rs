@@ -23,7 +23,7 @@ impl StageLogic for Htod {
         let stream = pipeline.copy_in.clone();
         job.used(&stream);
         match (&job.resident_key, job.key_chunk_points) {
-            (Some(resident), _) => resident.upload_once(&job.key, &stream, job.partition_id, job.seniority())?,
+            (Some(resident), _) => resident.upload_once(&job.key, &stream, Some(job.uploader()), job.seniority())?,
             (None, Some(_)) => {}
             (None, None) => return Err(PartitionJob::missing("resident key")),
         }

@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use actix::Message;
 use bellperson::groth16::Proof;
 use blstrs::{Bls12, Scalar};
 
 use super::budget::Grant;
-use super::pipeline::{DevicePipeline, ResidentKey};
-use crate::backend::faults::FaultInjector;
+use super::pipeline::{DevicePipeline, ResidentKey, Uploader};
+use crate::backend::faults::{FaultInjector, FaultScope};
 use crate::backend::{
     AdmissionTicket, DeviceBuffer, DeviceStream, FailureSlot, HostScalars, PendingResults, Seniority, StageEvent,
     WorkTag,
@@ -159,6 +160,8 @@ pub struct PartitionJob {
     pub faults: Arc<FaultInjector>,
     pub timeline: TimelineRecorder,
     pub attempt: usize,
+    /// Times the partition went round again for others' failures (see `request::MAX_REQUEUES`).
+    pub requeues: usize,
     /// Devices this partition already failed on (a retry goes elsewhere when it can).
     pub avoid: Vec<usize>,
 
@@ -200,6 +203,16 @@ impl PartitionJob {
         self.admission.as_ref().map(AdmissionTicket::seniority).unwrap_or_default()
     }
 
+    /// This partition as the uploader of a key.
+    pub fn uploader(&self) -> Uploader {
+        Uploader { request: self.request.id, index: self.index, partition_id: self.partition_id }
+    }
+
+    /// Whose work this attempt is, for the faults drawn into it.
+    pub fn fault_scope(&self) -> FaultScope {
+        FaultScope { request: self.request.id, partition: self.index, attempt: self.attempt }
+    }
+
     /// A tag for device work of this partition in `stage`.
     pub fn tag(&self, stage: Stage) -> WorkTag {
         WorkTag::new(self.index, stage, &self.failure)
@@ -235,6 +248,43 @@ impl PartitionJob {
         }
     }
 
+    /// Lets the device work this failed job queued drain (it is skipped, as the failure slot
+    /// is set) before what it reads and writes is released. Work that does not drain within
+    /// the stage timeout hangs: the device is marked broken, and what the job holds is kept
+    /// by the device until it is recovered (never released under work that may still run).
+    fn drain_or_strand(&mut self) {
+        let streams = std::mem::take(&mut self.streams_used);
+        let deadline = Instant::now() + self.pipeline.stage_timeout;
+        let mut drained = !self.pipeline.is_broken();
+        for stream in &streams {
+            if !drained {
+                break;
+            }
+            drained = match stream.record_event() {
+                Ok(event) => event.wait_within(deadline.saturating_duration_since(Instant::now())).unwrap_or(false),
+                Err(_) => false,
+            };
+        }
+        if drained || streams.is_empty() {
+            return;
+        }
+        let hang = Error::DeviceHang {
+            device: self.pipeline.ordinal,
+            stage: self.stage,
+            waited_ms: self.pipeline.stage_timeout.as_millis() as u64,
+        };
+        self.pipeline.mark_broken(&hang);
+        let held = (
+            self.pending_results.take(),
+            self.buffers.take(),
+            self.staged.take(),
+            self.resident_key.take(),
+            std::mem::take(&mut self.key_pins),
+            self.grant.take(),
+        );
+        self.pipeline.strand(Box::new(held));
+    }
+
     /// Sends the job to the actor of the stage after `stage`; after the last stage, finishes
     /// it with its proof.
     pub fn forward_after(mut self: Box<Self>, stage: Stage) {
@@ -258,20 +308,25 @@ impl PartitionJob {
         self.finished = true;
         if let Err(err) = &outcome {
             self.failure.fail(err.clone());
-            for stream in std::mem::take(&mut self.streams_used) {
-                if let Ok(drained) = stream.record_event() {
-                    let _ = drained.wait();
-                }
+            if err.breaks_device() {
+                self.pipeline.mark_broken(err);
             }
+            self.drain_or_strand();
         }
+        // An out-of-memory the budget did not foresee is pressure from another process on the
+        // device, not a sign the device is failing: it is retried, and does not quarantine.
         let device_failure = outcome.as_ref().err().is_some_and(|e| {
             matches!(
                 e.root_cause(),
-                Error::Device { .. } | Error::OutOfMemory { .. } | Error::Injected(_) | Error::WrongResult { .. }
+                Error::Device { .. }
+                    | Error::Injected(_)
+                    | Error::WrongResult { .. }
+                    | Error::DeviceBroken { .. }
+                    | Error::DeviceHang { .. }
             )
         });
         self.pipeline.record_outcome(device_failure);
-        let (request, index, attempt) = (self.request.clone(), self.index, self.attempt);
+        let (request, index, attempt, requeues) = (self.request.clone(), self.index, self.attempt, self.requeues);
         let (witness, device) = (self.witness.clone(), self.pipeline.ordinal);
         let mut avoid = std::mem::take(&mut self.avoid);
         if outcome.is_err() {
@@ -279,7 +334,7 @@ impl PartitionJob {
         }
         // Fields drop in declaration order: results, buffers, pinned inputs, key, grant, token.
         drop(self);
-        request.complete(index, attempt, witness, avoid, outcome);
+        request.complete(index, attempt, requeues, witness, avoid, outcome);
     }
 }
 
@@ -297,11 +352,7 @@ impl Drop for PartitionJob {
             .in_stage(self.index, self.stage);
         tracing::error!(%err, "a job was lost");
         self.failure.fail(err.clone());
-        for stream in std::mem::take(&mut self.streams_used) {
-            if let Ok(drained) = stream.record_event() {
-                let _ = drained.wait();
-            }
-        }
+        self.drain_or_strand();
         // In the order `finish` releases them.
         drop(self.pending_results.take());
         drop(self.buffers.take());
@@ -313,6 +364,6 @@ impl Drop for PartitionJob {
         drop(self._token.take());
         let mut avoid = std::mem::take(&mut self.avoid);
         avoid.push(self.pipeline.ordinal);
-        self.request.complete(self.index, self.attempt, self.witness.clone(), avoid, Err(err));
+        self.request.complete(self.index, self.attempt, self.requeues, self.witness.clone(), avoid, Err(err));
     }
 }

@@ -55,9 +55,16 @@ impl StageLogic for Msm {
         stream.wait_event(job.ntt_done.as_ref().ok_or_else(|| PartitionJob::missing("NTT event"))?)?;
         let resident = job.resident_key.clone();
         if let Some(key) = &resident {
-            key.failure.check()?;
+            key.check_for(Some(job.partition_id))?;
             let uploaded = key.uploaded.get().ok_or_else(|| PartitionJob::missing("proving key upload"))?;
             stream.wait_event(uploaded)?;
+        }
+        let key_stream = job.pipeline.key_in[job.worker].clone();
+        if resident.is_none() {
+            // Before the first chunk is queued: a failure later in this loop must still wait
+            // for the chunk copies already queued before it releases the pinned key and the
+            // grant they read from and write into.
+            job.used(&key_stream);
         }
         let buffers = job.buffers.as_ref().ok_or_else(|| PartitionJob::missing("device buffers"))?;
         let staged = job.staged.as_ref().ok_or_else(|| PartitionJob::missing("pinned inputs"))?;
@@ -87,12 +94,10 @@ impl StageLogic for Msm {
             (Group::G2, b_g2, &buffers.b_query, staged.b_query_len(), MsmSlot::BG2),
         ];
 
-        let key_stream = job.pipeline.key_in[job.worker].clone();
         let chunk = job.key_chunk_points.unwrap_or(usize::MAX);
         // The MSM that last read each chunk buffer: its refill waits for it.
         let mut last_read: [Option<StageEvent>; 2] = [None, None];
         let mut filled = 0usize;
-        let mut streamed = false;
         for (group, source, scalars, len, slot) in runs {
             let tag = job.tag(Stage::Msm).with("msm", format!("{slot:?}")).with("points", len);
             let bases = match source {
@@ -102,7 +107,6 @@ impl StageLogic for Msm {
                 }
                 KeyPoints::Host(points) => points,
             };
-            streamed = true;
             for terms in chunks(len, chunk) {
                 let buffer = filled % 2;
                 let target = buffers.key_chunks.get(buffer).ok_or_else(|| PartitionJob::missing("key chunk buffers"))?;
@@ -123,9 +127,6 @@ impl StageLogic for Msm {
                 last_read[buffer] = Some(stream.record_event()?);
                 filled += 1;
             }
-        }
-        if streamed {
-            job.used(&key_stream);
         }
         job.msm_done = Some(stream.record_event()?);
         Ok(())

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::Recipient;
 use parking_lot::Mutex;
@@ -13,7 +13,7 @@ use super::messages::{Advance, PartitionJob};
 use super::pin::StagingMode;
 use crate::backend::faults::FaultInjector;
 use crate::backend::{AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, Seniority, StageEvent, WorkTag};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
 use crate::plan::{g1_bytes, g2_bytes};
@@ -39,6 +39,8 @@ pub struct ResidentKey {
     upload_started: AtomicBool,
     /// A failed upload fails every partition that used the key, and evicts it.
     pub failure: FailureSlot,
+    /// Whose work queued the upload (None: a preload).
+    uploader: OnceLock<Option<Uploader>>,
     pub pins: Mutex<Vec<PinLease>>,
     last_used: Mutex<Instant>,
     _grant: Grant,
@@ -59,16 +61,21 @@ impl ResidentKey {
         &self,
         key: &ProvingKey,
         stream: &Arc<dyn DeviceStream>,
-        partition_id: usize,
+        uploader: Option<Uploader>,
         seniority: Seniority,
     ) -> Result<()> {
         if self.upload_started.swap(true, Ordering::SeqCst) {
             // The upload is queued (or its queueing failed, and this key is no use).
-            return self.failure.check();
+            return self.check_for(uploader.map(|u| u.partition_id));
         }
-        let tag = WorkTag::new(partition_id, Stage::Htod, &self.failure)
+        let _ = self.uploader.set(uploader);
+        // The copies' failures name the uploader's partition (its index in its request).
+        let index = uploader.map_or(usize::MAX, |u| u.index);
+        let drawn_as = uploader.map_or(usize::MAX, |u| u.partition_id);
+        let tag = WorkTag::new(index, Stage::Htod, &self.failure)
+            .drawn_as(drawn_as)
             .ranked(seniority)
-            .with("partition", partition_id)
+            .with("partition", drawn_as)
             .with("what", "proving key")
             .with("bytes", key.device_bytes());
         let queued = (|| -> Result<()> {
@@ -84,6 +91,37 @@ impl ResidentKey {
             self.failure.fail(err.clone());
         }
         queued
+    }
+}
+
+/// The partition whose work queued a key's upload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Uploader {
+    pub request: u64,
+    /// The partition's index in its request.
+    pub index: usize,
+    /// The prover-wide partition id.
+    pub partition_id: usize,
+}
+
+impl ResidentKey {
+    /// Whether the key is usable by the partition `partition_id` (None: not a partition). A
+    /// failed upload is the uploader's own failure; to any other partition it is
+    /// [`Error::SharedKeyFailed`], which names the uploader and sends the partition round
+    /// again without spending an attempt.
+    pub fn check_for(&self, partition_id: Option<usize>) -> Result<()> {
+        let Some(cause) = self.failure.failure() else { return Ok(()) };
+        let uploader = self.uploader.get().copied().flatten();
+        if uploader.is_some_and(|u| Some(u.partition_id) == partition_id) {
+            return Err(cause);
+        }
+        Err(Error::SharedKeyFailed {
+            queued_by: match uploader {
+                Some(u) => format!("partition {} of request {}", u.index, u.request),
+                None => "a preload".into(),
+            },
+            cause: Box::new(cause),
+        })
     }
 }
 
@@ -118,6 +156,27 @@ pub struct DevicePipeline {
     pub line: AdmissionLine,
     /// Partitions that failed on this device in a row (a device that keeps failing is avoided).
     consecutive_failures: AtomicUsize,
+    /// How long a stage waits for device work before it calls the device hung.
+    pub stage_timeout: Duration,
+    /// Whether the device takes partitions (see [`DeviceHealth`]).
+    health: Mutex<DeviceHealth>,
+    /// What partitions held when their work never completed (a hung device): kept until the
+    /// device is recovered, since the work may still read it until its context is gone.
+    stranded: Mutex<Vec<Box<dyn Send>>>,
+    /// Times the device was recovered.
+    recoveries: AtomicUsize,
+}
+
+/// Whether a device takes partitions.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum DeviceHealth {
+    /// It takes partitions.
+    Healthy,
+    /// Its context broke (a sticky error or a hung kernel): it takes nothing until it is
+    /// drained and recovered.
+    Broken { cause: String },
+    /// Recovering it failed: it takes nothing for the rest of the prover's life.
+    OutOfService { cause: String },
 }
 
 impl DevicePipeline {
@@ -132,6 +191,7 @@ impl DevicePipeline {
         budget_bytes: u64,
         workers: usize,
         in_flight: usize,
+        stage_timeout: Duration,
         timeline: TimelineRecorder,
         faults: Arc<FaultInjector>,
     ) -> Result<Arc<DevicePipeline>> {
@@ -167,6 +227,10 @@ impl DevicePipeline {
             next_worker: AtomicUsize::new(0),
             line: AdmissionLine::default(),
             consecutive_failures: AtomicUsize::new(0),
+            stage_timeout,
+            health: Mutex::new(DeviceHealth::Healthy),
+            stranded: Mutex::new(Vec::new()),
+            recoveries: AtomicUsize::new(0),
         });
         let _ = pipeline.stages.set(super::start_stage_actors(ordinal, workers));
         Ok(pipeline)
@@ -250,9 +314,82 @@ impl DevicePipeline {
         }
     }
 
-    /// Whether the device has failed too many partitions in a row to be given more.
+    /// Whether the device has failed too many partitions in a row to be given more while
+    /// another device can take them (a quarantine, lifted by a probe that proves).
     pub fn is_failing(&self) -> bool {
         self.consecutive_failures.load(Ordering::SeqCst) >= 3
+    }
+
+    /// Keeps the quarantine: a probe proof on the device failed or came out wrong.
+    pub fn record_probe_failed(&self) {
+        self.consecutive_failures.fetch_max(3, Ordering::SeqCst);
+    }
+
+    /// Lifts the quarantine: a probe proof on the device came out right.
+    pub fn record_probe_passed(&self) {
+        self.consecutive_failures.store(0, Ordering::SeqCst);
+    }
+
+    pub fn health(&self) -> DeviceHealth {
+        self.health.lock().clone()
+    }
+
+    /// Whether the scheduler may place partitions here.
+    pub fn takes_work(&self) -> bool {
+        *self.health.lock() == DeviceHealth::Healthy
+    }
+
+    pub fn is_broken(&self) -> bool {
+        matches!(*self.health.lock(), DeviceHealth::Broken { .. })
+    }
+
+    /// Takes the device out of service until it is recovered: `cause` broke its context.
+    pub fn mark_broken(&self, cause: &Error) {
+        let mut health = self.health.lock();
+        if *health == DeviceHealth::Healthy {
+            tracing::error!(device = self.ordinal, %cause, "the device is broken: draining it to recover it");
+            *health = DeviceHealth::Broken { cause: cause.to_string() };
+        }
+    }
+
+    /// Times the device was recovered.
+    pub fn recoveries(&self) -> usize {
+        self.recoveries.load(Ordering::SeqCst)
+    }
+
+    /// Keeps what a partition held until the device is recovered (its work hangs).
+    pub fn strand(&self, held: Box<dyn Send>) {
+        self.stranded.lock().push(held);
+    }
+
+    /// Recovers a broken device once no partition is in flight on it: drops its resident keys,
+    /// pooled staging and what hung work held, re-creates its context, and uploads again the
+    /// keys someone still holds. Returns whether it recovered (false: not broken, or still
+    /// busy). A device whose recovery fails goes out of service.
+    pub fn recover_when_idle(&self) -> bool {
+        if !self.is_broken() || self.load() > 0 {
+            return false;
+        }
+        let keys = self.resident_proving_keys();
+        self.evict_key(None);
+        self.pool.clear();
+        self.stranded.lock().clear();
+        if let Err(err) = self.device.recover() {
+            tracing::error!(device = self.ordinal, %err, "recovering the device failed: it stays out of service");
+            *self.health.lock() = DeviceHealth::OutOfService { cause: err.to_string() };
+            return false;
+        }
+        self.consecutive_failures.store(0, Ordering::SeqCst);
+        self.recoveries.fetch_add(1, Ordering::SeqCst);
+        *self.health.lock() = DeviceHealth::Healthy;
+        tracing::info!(device = self.ordinal, "the device is recovered");
+        // Keys nobody else holds any more are not worth the upload.
+        for key in keys.into_iter().filter(|key| Arc::strong_count(key) > 1) {
+            if let Err(err) = self.preload(&key) {
+                tracing::warn!(device = self.ordinal, %err, "uploading a key again after recovery failed");
+            }
+        }
+        true
     }
 
     /// Page-locks the key's host vectors once for this resident key.
@@ -283,11 +420,19 @@ impl DevicePipeline {
         let grant = self.budget.request(bytes)?.wait().ok_or(crate::error::Error::ShutDown)?;
         let resident = self.make_resident(key, grant)?;
         self.pin_key_host(&resident, key)?;
-        resident.upload_once(key, &self.copy_in, usize::MAX, Seniority::default())?;
+        resident.upload_once(key, &self.copy_in, None, Seniority::default())?;
         if let Some(uploaded) = resident.uploaded.get() {
-            uploaded.wait()?;
+            if !uploaded.wait_within(self.stage_timeout)? {
+                let err = Error::DeviceHang {
+                    device: self.ordinal,
+                    stage: Stage::Htod,
+                    waited_ms: self.stage_timeout.as_millis() as u64,
+                };
+                self.mark_broken(&err);
+                return Err(err);
+            }
         }
-        resident.failure.check()
+        resident.check_for(None)
     }
 
     /// Pins staging buffers for `in_flight` partitions of `key`'s shape ahead of the first
@@ -312,8 +457,13 @@ impl DevicePipeline {
         before - keys.len()
     }
 
-    /// Makes `key` resident: allocates its buffers under `grant`; the htod actor queues the copies.
+    /// Makes `key` resident: allocates its buffers under `grant`; the htod actor queues the
+    /// copies. A key is resident once per device: when a preload and a partition's admission
+    /// race to make it resident, the second finds the first's and gives its grant back.
     pub fn make_resident(&self, key: &Arc<ProvingKey>, grant: Grant) -> Result<Arc<ResidentKey>> {
+        if let Some(existing) = self.resident_key(key) {
+            return Ok(existing);
+        }
         let alloc = |bytes| self.device.allocate(bytes);
         let resident = Arc::new(ResidentKey {
             key: key.clone(),
@@ -325,11 +475,17 @@ impl DevicePipeline {
             uploaded: OnceLock::new(),
             upload_started: AtomicBool::new(false),
             failure: FailureSlot::new(),
+            uploader: OnceLock::new(),
             pins: Mutex::new(Vec::new()),
             last_used: Mutex::new(Instant::now()),
             _grant: grant,
         });
-        self.keys.lock().push(resident.clone());
+        let mut keys = self.keys.lock();
+        if let Some(existing) = keys.iter().find(|k| k.is_key(key) && !k.failure.is_failed()) {
+            // Made resident while this one allocated: its buffers and grant go back.
+            return Ok(existing.clone());
+        }
+        keys.push(resident.clone());
         Ok(resident)
     }
 

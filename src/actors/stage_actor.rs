@@ -72,14 +72,41 @@ impl<S: StageLogic> StageActor<S> {
 impl<S: StageLogic> Handler<Advance> for StageActor<S> {
     type Result = ();
 
-    fn handle(&mut self, Advance(mut job): Advance, ctx: &mut SyncContext<Self>) {
+    fn handle(&mut self, Advance(job): Advance, ctx: &mut SyncContext<Self>) {
+        // A panic outside the stage's own logic (in passing the job on, in finishing it, in
+        // the timeline) would otherwise unwind out of the handler and end this thread for
+        // good: a stage with one thread per device would then take no more partitions. The
+        // job, dropped while unwinding, reports its own failure; a fresh instance replaces
+        // this one.
+        let device = self.device;
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| self.run(job, ctx))) {
+            tracing::error!(
+                stage = %S::STAGE,
+                device,
+                message = %panic_message(&panic),
+                "a stage actor panicked outside its stage; restarting it"
+            );
+            ctx.stop();
+        }
+    }
+}
+
+impl<S: StageLogic> StageActor<S> {
+    fn run(&mut self, mut job: Box<PartitionJob>, ctx: &mut SyncContext<Self>) {
         job.stage = S::STAGE;
+        // Faults are drawn for this attempt of this partition in this stage, and only while
+        // the stage works: not while the job is finished or passed on.
+        let faults = job.faults.clone();
+        let scope = job.fault_scope();
+        let drawing = faults.enter(scope, S::STAGE);
         if job.faults.loses_job_at(S::STAGE) {
             // Dropped without an outcome: the job's own drop must report its failure.
+            drop(drawing);
             drop(job);
             return;
         }
         if job.request.is_cancelled() {
+            drop(drawing);
             job.finish(Err(Error::Cancelled));
             return;
         }
@@ -95,6 +122,8 @@ impl<S: StageLogic> Handler<Advance> for StageActor<S> {
         let track =
             Track::Actor { name: S::STAGE.name().to_string(), device: Some(self.device), worker: Some(self.worker) };
         job.timeline.record(track, S::STAGE, job.partition_id, start, Instant::now(), job.stage_args(S::STAGE));
+        job.faults.maybe_panic_outside(S::STAGE);
+        drop(drawing);
         match outcome {
             Ok(Ok(())) => job.forward_after(S::STAGE),
             Ok(Err(err)) => {

@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -14,6 +14,8 @@ use crate::error::Result;
 pub trait EventSource: Send + Sync + 'static {
     /// Blocks the calling thread until the event has completed.
     fn wait(&self) -> Result<()>;
+    /// Blocks until the event has completed or `timeout` has passed; whether it completed.
+    fn wait_for(&self, timeout: Duration) -> Result<bool>;
     fn is_complete(&self) -> bool;
     /// When the event completed, on the host clock.
     fn completed_at(&self) -> Option<Instant>;
@@ -38,6 +40,10 @@ impl StageEvent {
 
     pub fn wait(&self) -> Result<()> {
         self.0.wait()
+    }
+    /// Waits at most `timeout`; whether the event completed (false: the work behind it hangs).
+    pub fn wait_within(&self, timeout: Duration) -> Result<bool> {
+        self.0.wait_for(timeout)
     }
     pub fn is_complete(&self) -> bool {
         self.0.is_complete()
@@ -86,6 +92,16 @@ impl EventSource for HostCompletion {
             self.changed.wait(&mut done);
         }
         Ok(())
+    }
+    fn wait_for(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now() + timeout;
+        let mut done = self.done.lock();
+        while done.is_none() {
+            if self.changed.wait_until(&mut done, deadline).timed_out() {
+                return Ok(done.is_some());
+            }
+        }
+        Ok(true)
     }
     fn is_complete(&self) -> bool {
         self.done.lock().is_some()

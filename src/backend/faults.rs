@@ -1,9 +1,10 @@
 //! Fault injection: a wrapper around any device that makes its operations fail at a seeded
 //! rate, and panics injected into actors' handlers, so every failure path runs in tests.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use blstrs::{G1Affine, G2Affine};
@@ -11,6 +12,7 @@ use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::event::HostCompletion;
 use super::{
     Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars, MsmSlot, PendingResults, PinOutcome,
     StageEvent, WorkTag,
@@ -21,7 +23,7 @@ use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
 
 /// Where a fault can be injected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum FaultSite {
     Allocation,
     Pin,
@@ -31,18 +33,120 @@ pub enum FaultSite {
     KernelLaunch,
     KernelCompletion,
     ActorPanic,
+    /// Recording an event fails (armed only).
+    EventRecord,
+    /// A kernel launches and never completes: its stream stops until the device is recovered
+    /// (armed only).
+    Hang,
+    /// A kernel leaves the device's context unusable (an illegal address, a trap): every later
+    /// operation on the device fails until it is recovered (armed only).
+    Sticky,
+    /// A panic in a stage actor outside the stage's own logic (armed only).
+    PanicOutsideStage,
+    /// A job dropped without an outcome (`FaultInjection::lose_jobs_at`).
+    LostJob,
+    /// MSM results that come back wrong (`FaultInjection::wrong_results`).
+    WrongResult,
 }
 
-/// Decides, at a seeded rate, which operations fail, and counts what it injected.
+/// The sites the seeded rate rolls at; the others are armed one at a time.
+const RATED_SITES: [FaultSite; 8] = [
+    FaultSite::Allocation,
+    FaultSite::Pin,
+    FaultSite::PinAlreadyRegistered,
+    FaultSite::CopyToDevice,
+    FaultSite::CopyToHost,
+    FaultSite::KernelLaunch,
+    FaultSite::KernelCompletion,
+    FaultSite::ActorPanic,
+];
+
+/// Whose work a fault falls into: one attempt of one partition of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct FaultScope {
+    pub request: u64,
+    pub partition: usize,
+    pub attempt: usize,
+}
+
+/// One injected fault, and whose work it fell into (None: work of no partition's stage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct InjectedFault {
+    pub scope: Option<FaultScope>,
+    pub stage: Option<Stage>,
+    pub site: FaultSite,
+}
+
+/// The most injected faults the log keeps (the counts go on beyond it).
+const LOG_CAP: usize = 1 << 16;
+
+/// The scope a stage actor's thread works in now, and the draws of its stage so far.
+struct ActiveScope {
+    scope: FaultScope,
+    stage: Stage,
+    /// The key of this scope's stage: each site's k-th draw in it comes from (key, site, k),
+    /// so a site rolled more often on one path (a fresh pin, a key upload) does not shift
+    /// the draws of the others.
+    key: u64,
+    draws_by_site: BTreeMap<FaultSite, u64>,
+}
+
+impl ActiveScope {
+    fn draw(&mut self, site: FaultSite, probability: f64) -> bool {
+        let k = self.draws_by_site.entry(site).or_default();
+        let seed = mix(mix(self.key ^ site as u64) ^ *k);
+        *k += 1;
+        ChaCha8Rng::seed_from_u64(seed).gen_bool(probability)
+    }
+}
+
+thread_local! {
+    static ACTIVE: RefCell<Option<ActiveScope>> = const { RefCell::new(None) };
+}
+
+/// Restores the thread's previous scope when dropped (also while a panic unwinds).
+pub struct ScopeGuard {
+    previous: Option<ActiveScope>,
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        ACTIVE.with(|active| *active.borrow_mut() = previous);
+    }
+}
+
+/// A 64-bit mix (splitmix64's finaliser): neighbouring inputs give unrelated outputs.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Decides which operations fail and counts what it injected.
+///
+/// Rated faults are drawn per (seed, request, partition, attempt, stage): each stage of each
+/// attempt draws from its own generator, so the same seed injects the same faults into the
+/// same work however the threads interleave. Work outside a partition's stage (a preload)
+/// draws none. Armed faults hit the next operations at their site, whoever's they are.
 pub struct FaultInjector {
-    rate: f64,
+    /// The rate's bits (an f64), changeable while the prover runs.
+    rate: AtomicU64,
+    seed: u64,
     /// The stage whose actor drops every job it is given, as a stopped actor's mailbox would.
     lose_jobs_at: Mutex<Option<Stage>>,
     /// Whether MSM results come back wrong.
-    wrong_results: std::sync::atomic::AtomicBool,
-    rng: Mutex<ChaCha8Rng>,
+    wrong_results: AtomicBool,
+    /// Sites armed to fail their next operations, and how many.
+    armed: Mutex<BTreeMap<FaultSite, usize>>,
+    /// A stage armed with `PanicOutsideStage` panics there (default: admission, one thread).
+    panic_outside_at: Mutex<Option<Stage>>,
+    /// Device bytes another process holds on each wrapped device.
+    others_use_bytes: AtomicU64,
     injected: AtomicU64,
     by_site: Mutex<BTreeMap<String, u64>>,
+    log: Mutex<Vec<InjectedFault>>,
 }
 
 impl FaultInjector {
@@ -51,22 +155,47 @@ impl FaultInjector {
         FaultInjector::new(0.0, 0)
     }
 
-    /// Each operation fails with probability `rate`, drawn from a generator seeded by `seed`.
+    /// Each operation fails with probability `rate`, drawn from `seed` (see the type's doc).
     /// The rate is split across the sites a partition passes, so `rate` is roughly the share of
     /// partitions that see a fault.
     pub fn new(rate: f64, seed: u64) -> Arc<FaultInjector> {
         Arc::new(FaultInjector {
-            rate: rate.clamp(0.0, 1.0),
+            rate: AtomicU64::new(rate.clamp(0.0, 1.0).to_bits()),
+            seed,
             lose_jobs_at: Mutex::new(None),
-            wrong_results: std::sync::atomic::AtomicBool::new(false),
-            rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
+            wrong_results: AtomicBool::new(false),
+            armed: Mutex::new(BTreeMap::new()),
+            panic_outside_at: Mutex::new(None),
+            others_use_bytes: AtomicU64::new(0),
             injected: AtomicU64::new(0),
             by_site: Mutex::new(BTreeMap::new()),
+            log: Mutex::new(Vec::new()),
         })
     }
 
+    fn rate(&self) -> f64 {
+        f64::from_bits(self.rate.load(Ordering::SeqCst))
+    }
+
+    /// Changes the rate from now on (a device that starts or stops failing). Only devices
+    /// wrapped when the prover started can fail: give those a rate from the start.
+    pub fn set_rate(&self, rate: f64) {
+        self.rate.store(rate.clamp(0.0, 1.0).to_bits(), Ordering::SeqCst);
+    }
+
     pub fn is_enabled(&self) -> bool {
-        self.rate > 0.0 || self.lose_jobs_at.lock().is_some() || self.wrong_results.load(Ordering::SeqCst)
+        self.rate() > 0.0
+            || self.lose_jobs_at.lock().is_some()
+            || self.wrong_results.load(Ordering::SeqCst)
+            || !self.armed.lock().is_empty()
+            || self.others_use_bytes.load(Ordering::SeqCst) > 0
+    }
+
+    /// Makes another process hold `bytes` of each wrapped device's memory from now on: the
+    /// driver reports that much less free, and allocations beyond what is left run out of
+    /// memory (a real out-of-memory, not an injected fault).
+    pub fn set_others_use(&self, bytes: u64) {
+        self.others_use_bytes.store(bytes, Ordering::SeqCst);
     }
 
     /// Makes every MSM result copied back to the host wrong, as a device that computes
@@ -75,18 +204,45 @@ impl FaultInjector {
         self.wrong_results.store(true, Ordering::SeqCst);
     }
 
+    /// Ends [`FaultInjector::return_wrong_results`]: the device computes right again.
+    pub fn return_right_results(&self) {
+        self.wrong_results.store(false, Ordering::SeqCst);
+    }
+
     /// Makes the actor of `stage` drop every job it is given without an outcome, as a message
     /// sent to a stopped actor is dropped: the fault that must not leave a handle waiting.
     pub fn lose_jobs_at(&self, stage: Stage) {
         *self.lose_jobs_at.lock() = Some(stage);
     }
 
+    /// Makes the next `times` operations at `site` fail (in partitions' stages, on the devices
+    /// this injector wraps).
+    pub fn arm(&self, site: FaultSite, times: usize) {
+        if times > 0 {
+            *self.armed.lock().entry(site).or_default() += times;
+        }
+    }
+
+    /// Where an armed `PanicOutsideStage` panics.
+    pub fn panic_outside_at(&self, stage: Stage) {
+        *self.panic_outside_at.lock() = Some(stage);
+    }
+
+    /// Runs the current thread's draws in `scope`'s `stage` until the guard is dropped.
+    pub fn enter(&self, scope: FaultScope, stage: Stage) -> ScopeGuard {
+        let key = [scope.request, scope.partition as u64, scope.attempt as u64, stage.index() as u64]
+            .iter()
+            .fold(mix(self.seed), |acc, part| mix(acc ^ part));
+        let active = ActiveScope { scope, stage, key, draws_by_site: BTreeMap::new() };
+        let previous = ACTIVE.with(|slot| slot.borrow_mut().replace(active));
+        ScopeGuard { previous }
+    }
+
     /// Whether the actor of `stage` is to drop its jobs (counted as injected when it does).
     pub fn loses_job_at(&self, stage: Stage) -> bool {
         let lose = *self.lose_jobs_at.lock() == Some(stage);
         if lose {
-            self.injected.fetch_add(1, Ordering::SeqCst);
-            *self.by_site.lock().entry("LostJob".to_string()).or_default() += 1;
+            self.record(FaultSite::LostJob);
         }
         lose
     }
@@ -101,16 +257,54 @@ impl FaultInjector {
         self.by_site.lock().clone()
     }
 
-    /// About 25 fault points are rolled per partition; spread the rate over them.
+    /// The faults injected so far, in the order they were (the first [`LOG_CAP`]).
+    pub fn log(&self) -> Vec<InjectedFault> {
+        self.log.lock().clone()
+    }
+
+    /// Whether any fault was injected into the work of `scope` (any of its stages): what
+    /// tells a partition's own failure from a cascade.
+    pub fn injected_into(&self, scope: FaultScope) -> bool {
+        self.log.lock().iter().any(|fault| fault.scope == Some(scope))
+    }
+
+    fn record(&self, site: FaultSite) {
+        self.injected.fetch_add(1, Ordering::SeqCst);
+        *self.by_site.lock().entry(format!("{site:?}")).or_default() += 1;
+        let (scope, stage) = ACTIVE.with(|active| active.borrow().as_ref().map(|a| (a.scope, a.stage)).unzip());
+        let mut log = self.log.lock();
+        if log.len() < LOG_CAP {
+            log.push(InjectedFault { scope, stage, site });
+        }
+    }
+
+    /// Whether the operation at `site` fails: an armed fault first, then the seeded rate
+    /// (about 25 rolls per partition: the rate is spread over them).
     fn roll(&self, site: FaultSite) -> bool {
-        if self.rate <= 0.0 {
+        let in_stage = ACTIVE.with(|active| active.borrow().is_some());
+        if !in_stage {
             return false;
         }
-        let per_site = self.rate / 25.0;
-        let hit = self.rng.lock().gen_bool(per_site);
+        let armed = {
+            let mut armed = self.armed.lock();
+            match armed.get_mut(&site) {
+                Some(left) => {
+                    *left -= 1;
+                    if *left == 0 {
+                        armed.remove(&site);
+                    }
+                    true
+                }
+                None => false,
+            }
+        };
+        let rate = self.rate();
+        let hit = armed
+            || (rate > 0.0
+                && RATED_SITES.contains(&site)
+                && ACTIVE.with(|active| active.borrow_mut().as_mut().is_some_and(|a| a.draw(site, rate / 25.0))));
         if hit {
-            self.injected.fetch_add(1, Ordering::SeqCst);
-            *self.by_site.lock().entry(format!("{site:?}")).or_default() += 1;
+            self.record(site);
         }
         hit
     }
@@ -131,17 +325,60 @@ impl FaultInjector {
         }
         Ok(())
     }
+
+    /// Panics in the actor of `stage` outside the stage's logic, if armed there.
+    pub fn maybe_panic_outside(&self, stage: Stage) {
+        let here = self.panic_outside_at.lock().unwrap_or(Stage::Admission) == stage;
+        if here && self.roll(FaultSite::PanicOutsideStage) {
+            panic!("injected panic in the {stage} actor, outside its stage");
+        }
+    }
+}
+
+/// What a faulty device and its streams share: whether an injected sticky error broke it,
+/// and the kernels hung on it (released when the device is recovered or dropped, as
+/// destroying a context ends its kernels).
+#[derive(Default)]
+struct DeviceFaults {
+    broken: Mutex<Option<String>>,
+    hung: Mutex<Vec<Arc<HostCompletion>>>,
+}
+
+impl DeviceFaults {
+    fn check(&self, device: usize) -> Result<()> {
+        match &*self.broken.lock() {
+            Some(message) => Err(Error::DeviceBroken { device, message: message.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn release_hung(&self) {
+        for hung in std::mem::take(&mut *self.hung.lock()) {
+            hung.complete();
+        }
+    }
 }
 
 /// A device whose operations fail at the injector's rate.
 pub struct FaultyDevice {
     inner: Arc<dyn Device>,
     faults: Arc<FaultInjector>,
+    state: Arc<DeviceFaults>,
 }
 
 impl FaultyDevice {
     pub fn wrap(inner: Arc<dyn Device>, faults: Arc<FaultInjector>) -> Arc<dyn Device> {
-        Arc::new(FaultyDevice { inner, faults })
+        Arc::new(FaultyDevice { inner, faults, state: Arc::default() })
+    }
+
+    fn ordinal(&self) -> usize {
+        self.inner.info().ordinal
+    }
+}
+
+impl Drop for FaultyDevice {
+    fn drop(&mut self) {
+        self.state.release_hung();
     }
 }
 
@@ -153,9 +390,15 @@ impl Device for FaultyDevice {
         self.inner.allocated_bytes()
     }
     fn free_bytes(&self) -> Option<u64> {
-        self.inner.free_bytes()
+        let others = self.faults.others_use_bytes.load(Ordering::SeqCst);
+        self.inner.free_bytes().map(|free| free.saturating_sub(others))
     }
     fn allocate(&self, bytes: u64) -> Result<DeviceBuffer> {
+        self.state.check(self.ordinal())?;
+        let others = self.faults.others_use_bytes.load(Ordering::SeqCst);
+        if others > 0 && self.inner.allocated_bytes() + others + bytes > self.inner.info().capacity_bytes {
+            return Err(Error::OutOfMemory { device: self.ordinal(), requested_bytes: bytes });
+        }
         self.faults.maybe_fail(FaultSite::Allocation, &format!("allocating {bytes} bytes (out of memory)"))?;
         self.inner.allocate(bytes)
     }
@@ -172,7 +415,12 @@ impl Device for FaultyDevice {
     }
     fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>> {
         let inner = self.inner.new_stream(name, timeline)?;
-        Ok(Arc::new(FaultyStream { inner, faults: self.faults.clone() }))
+        Ok(Arc::new(FaultyStream {
+            inner,
+            faults: self.faults.clone(),
+            state: self.state.clone(),
+            device: self.ordinal(),
+        }))
     }
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
         self.inner.workspace_bytes(log_n, max_msm_len, msm_pass_points)
@@ -183,11 +431,20 @@ impl Device for FaultyDevice {
     fn release_cached(&self) {
         self.inner.release_cached()
     }
+    /// Clears an injected sticky error and ends the hung kernels, as re-creating a context
+    /// does, then recovers the device beneath.
+    fn recover(&self) -> Result<()> {
+        self.state.release_hung();
+        *self.state.broken.lock() = None;
+        self.inner.recover()
+    }
 }
 
 struct FaultyStream {
     inner: Arc<dyn DeviceStream>,
     faults: Arc<FaultInjector>,
+    state: Arc<DeviceFaults>,
+    device: usize,
 }
 
 impl FaultyStream {
@@ -196,6 +453,34 @@ impl FaultyStream {
         if let Err(err) = self.faults.maybe_fail(FaultSite::KernelCompletion, &format!("{kernel} kernel completion")) {
             tag.fail(err);
         }
+    }
+
+    /// Before a kernel launch: the device must not be broken; an armed sticky fault breaks it
+    /// now (this kernel is the one that trapped); an armed hang stops the stream before the
+    /// kernel, until the device is recovered.
+    fn before_kernel(&self, kernel: &str, tag: &WorkTag) -> Result<()> {
+        self.state.check(self.device)?;
+        if self.faults.roll(FaultSite::Sticky) {
+            if self.inner.break_context(tag)? {
+                // A real trap queued ahead of the kernel: the device reports the rest.
+                return Ok(());
+            }
+            let message = format!("injected sticky error: the {kernel} kernel trapped");
+            *self.state.broken.lock() = Some(message.clone());
+            return Err(Error::DeviceBroken { device: self.device, message });
+        }
+        if self.faults.roll(FaultSite::Hang) {
+            let hung = Arc::new(HostCompletion::new());
+            self.state.hung.lock().push(hung.clone());
+            self.inner.wait_event(&StageEvent::new(hung))?;
+        }
+        self.faults.maybe_fail(FaultSite::KernelLaunch, &format!("{kernel} kernel launch"))
+    }
+
+    /// Before a copy: a broken device copies nothing.
+    fn before_copy(&self, what: &str) -> Result<()> {
+        self.state.check(self.device)?;
+        self.faults.maybe_fail(FaultSite::CopyToDevice, what)
     }
 }
 
@@ -207,10 +492,11 @@ impl DeviceStream for FaultyStream {
         self.inner.wait_event(event)
     }
     fn record_event(&self) -> Result<StageEvent> {
+        self.faults.maybe_fail(FaultSite::EventRecord, "recording an event")?;
         self.inner.record_event()
     }
     fn copy_scalars_to_device(&self, src: HostScalars, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
-        self.faults.maybe_fail(FaultSite::CopyToDevice, "host-to-device copy")?;
+        self.before_copy("host-to-device copy")?;
         self.inner.copy_scalars_to_device(src, dst, tag)
     }
     fn select_scalars(
@@ -222,7 +508,7 @@ impl DeviceStream for FaultyStream {
         dst_start: usize,
         tag: &WorkTag,
     ) -> Result<()> {
-        self.faults.maybe_fail(FaultSite::KernelLaunch, "query selection kernel launch")?;
+        self.before_kernel("query selection", tag)?;
         self.inner.select_scalars(src, selection, packed, dst, dst_start, tag)?;
         self.maybe_fail_on_completion(tag, "query selection");
         Ok(())
@@ -234,7 +520,7 @@ impl DeviceStream for FaultyStream {
         dst: &DeviceBuffer,
         tag: &WorkTag,
     ) -> Result<()> {
-        self.faults.maybe_fail(FaultSite::CopyToDevice, "host-to-device copy")?;
+        self.before_copy("host-to-device copy")?;
         self.inner.copy_g1_to_device(src, range, dst, tag)
     }
     fn copy_g2_to_device(
@@ -244,11 +530,11 @@ impl DeviceStream for FaultyStream {
         dst: &DeviceBuffer,
         tag: &WorkTag,
     ) -> Result<()> {
-        self.faults.maybe_fail(FaultSite::CopyToDevice, "host-to-device copy")?;
+        self.before_copy("host-to-device copy")?;
         self.inner.copy_g2_to_device(src, range, dst, tag)
     }
     fn quotient(&self, a: &DeviceBuffer, b: &DeviceBuffer, c: &DeviceBuffer, log_n: u32, tag: &WorkTag) -> Result<()> {
-        self.faults.maybe_fail(FaultSite::KernelLaunch, "NTT kernel launch")?;
+        self.before_kernel("NTT", tag)?;
         self.inner.quotient(a, b, c, log_n, tag)?;
         self.maybe_fail_on_completion(tag, "NTT");
         Ok(())
@@ -264,22 +550,27 @@ impl DeviceStream for FaultyStream {
         pass_points: usize,
         tag: &WorkTag,
     ) -> Result<()> {
-        self.faults.maybe_fail(FaultSite::KernelLaunch, "MSM kernel launch")?;
+        self.before_kernel("MSM", tag)?;
         self.inner.msm(group, bases, scalars, terms, results, slot, pass_points, tag)?;
         self.maybe_fail_on_completion(tag, "MSM");
         Ok(())
     }
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {
+        self.state.check(self.device)?;
         self.faults.maybe_fail(FaultSite::CopyToHost, "device-to-host copy")?;
         let pending = self.inner.copy_results_to_host(results, tag)?;
-        if !self.faults.wrong_results.load(Ordering::SeqCst) {
-            return Ok(pending);
+        let wrong = self.faults.wrong_results.load(Ordering::SeqCst);
+        if wrong {
+            self.faults.record(FaultSite::WrongResult);
         }
-        self.faults.injected.fetch_add(1, Ordering::SeqCst);
-        *self.faults.by_site.lock().entry("WrongResult".to_string()).or_default() += 1;
+        // Results read after the device broke are as lost as the context that held them.
+        let (state, device) = (self.state.clone(), self.device);
         Ok(PendingResults::new(move || {
+            state.check(device)?;
             let mut results = pending.read()?;
-            results.h += <blstrs::G1Projective as group::Group>::generator();
+            if wrong {
+                results.h += <blstrs::G1Projective as group::Group>::generator();
+            }
             Ok(results)
         }))
     }

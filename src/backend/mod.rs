@@ -276,6 +276,15 @@ pub trait Device: Send + Sync {
     fn arithmetic_rates(&self) -> Result<Option<ArithmeticRates>> {
         Ok(None)
     }
+
+    /// Makes a device whose context broke (a sticky error, a hung kernel) usable again:
+    /// re-creates its context and makes its streams run on the new one. Called only when no
+    /// partition is in flight on the device and none of its buffers or keys is held; every
+    /// device buffer made before is invalid afterwards. A device that cannot be recovered
+    /// fails here and stays out of service.
+    fn recover(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Field multiplications per second on one device, as its microkernels run them.
@@ -299,6 +308,13 @@ pub trait DeviceStream: Send + Sync {
 
     /// An event that completes when all work queued so far has run.
     fn record_event(&self) -> Result<StageEvent>;
+
+    /// Queues a kernel that traps, breaking the device's context for real: the fault
+    /// injector's sticky error on a backend that can (a GPU). Returns false where the backend
+    /// cannot, and the injector models the broken context instead.
+    fn break_context(&self, _tag: &WorkTag) -> Result<bool> {
+        Ok(false)
+    }
 
     /// Copies `src` to the start of `dst`; the rest of `dst` reads as zeros.
     fn copy_scalars_to_device(&self, src: HostScalars, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()>;

@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::actors::messages::WitnessPart;
 use crate::actors::StagingMode;
+use crate::backend::faults::FaultScope;
 use crate::backend::BackendKind;
 use crate::error::{Error, Result};
 use crate::groth16::verify;
@@ -398,6 +399,8 @@ pub struct ScalingFigures {
 /// What came back from streaming the partitions.
 struct Streamed {
     outcomes: Vec<Result<bellperson::groth16::Proof<blstrs::Bls12>>>,
+    /// Whose work each outcome came from (its request, partition and last attempt).
+    scopes: Vec<FaultScope>,
     public_inputs: Vec<Vec<blstrs::Scalar>>,
     seconds: f64,
 }
@@ -420,8 +423,14 @@ fn stream_partitions(
     let mut pending: std::collections::VecDeque<crate::prover::ProofHandle> = Default::default();
     let mut outcomes = Vec::with_capacity(partitions);
     let mut public_inputs = Vec::with_capacity(partitions);
-    let settle = |handle: crate::prover::ProofHandle, outcomes: &mut Vec<_>| {
+    let mut scopes = Vec::with_capacity(partitions);
+    let mut settle = |handle: crate::prover::ProofHandle, outcomes: &mut Vec<_>| {
         outcomes.extend(handle.wait_each());
+        scopes.extend(handle.attempts().into_iter().enumerate().map(|(partition, attempt)| FaultScope {
+            request: handle.id(),
+            partition,
+            attempt,
+        }));
         if let Some(bar) = progress {
             bar.set_position(outcomes.len() as u64);
         }
@@ -438,7 +447,7 @@ fn stream_partitions(
     while let Some(oldest) = pending.pop_front() {
         settle(oldest, &mut outcomes);
     }
-    Ok(Streamed { outcomes, public_inputs, seconds: started.elapsed().as_secs_f64() })
+    Ok(Streamed { outcomes, scopes, public_inputs, seconds: started.elapsed().as_secs_f64() })
 }
 
 /// Times a parallel copy of `values` into page-locked memory, and page-locking a copy of it
@@ -609,7 +618,7 @@ fn stream_on(
     let mut failed = 0;
     let mut cascaded = 0;
     let mut errors = Vec::new();
-    for (inputs, outcome) in streamed.public_inputs.iter().zip(&streamed.outcomes) {
+    for ((inputs, outcome), scope) in streamed.public_inputs.iter().zip(&streamed.outcomes).zip(&streamed.scopes) {
         match outcome {
             Ok(proof) if proofs_checked => {
                 if verify(&pvk, proof, inputs)? {
@@ -623,7 +632,8 @@ fn stream_on(
             Ok(_) => {}
             Err(err) => {
                 failed += 1;
-                if !err.is_injected() {
+                // Cascaded: it failed although no fault went into its own last attempt.
+                if !prover.faults().injected_into(*scope) {
                     cascaded += 1;
                 }
                 errors.push(err.to_string());

@@ -1,6 +1,7 @@
 //! The prover a node embeds: built from a config, it runs the actor pipelines of its devices
 //! on its own threads and takes proof requests from any thread or async runtime.
 
+mod health;
 pub mod scheduler;
 
 use std::collections::HashMap;
@@ -15,6 +16,7 @@ use crossbeam_channel::{unbounded, Sender};
 use group::prime::PrimeCurveAffine;
 use parking_lot::Mutex;
 
+pub use crate::actors::pipeline::DeviceHealth;
 pub use crate::actors::StagingMode;
 pub use crate::backend::DeviceSelection;
 pub use crate::request::{Priority, ProofHandle, RequestStatus};
@@ -22,6 +24,7 @@ pub use crate::request::{Priority, ProofHandle, RequestStatus};
 use crate::actors::pipeline::pin_key_vectors;
 use crate::actors::{ActorSystem, BudgetReport, DevicePipeline};
 use crate::backend::faults::{FaultInjector, FaultyDevice};
+pub use crate::backend::faults::{FaultScope, FaultSite};
 use crate::backend::{open_devices, BackendKind, CpuModel, Device};
 use crate::circuit::{Witness, WitnessShape};
 use crate::error::{Error, Result};
@@ -63,6 +66,16 @@ pub struct ProverConfig {
     /// Timeline spans the prover keeps (the latest; older ones are dropped): the bound on the
     /// timeline's memory over a long life.
     pub timeline_spans: usize,
+    /// How long a stage waits for a partition's device work before it calls the device hung
+    /// (the watchdog): the device is then drained, recovered and the partition retried. Far
+    /// above any partition's device time, queueing behind the others in flight included.
+    pub stage_timeout: Duration,
+    /// How often a quarantined device (one that failed partitions in a row) is probed with a
+    /// small known proof; one that proves it right takes work again.
+    pub quarantine_probe_interval: Duration,
+    /// How long [`Prover::shutdown`] waits for work in flight: `Drain` cancels what has not
+    /// finished by then, and both give up on partitions still stuck after it once more.
+    pub shutdown_timeout: Duration,
     /// Host bytes of proving keys the key cache holds (`Prover::key_for_source`, every compat
     /// call) before it evicts the least recently used; the most recent key always stays.
     pub key_cache_host_bytes: u64,
@@ -84,6 +97,9 @@ impl Default for ProverConfig {
             key_cache_host_bytes: 128 << 30,
             timeline_spans: crate::timeline::DEFAULT_TIMELINE_SPANS,
             verify_proofs: true,
+            stage_timeout: Duration::from_secs(120),
+            quarantine_probe_interval: Duration::from_secs(30),
+            shutdown_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -106,6 +122,14 @@ pub struct FaultInjection {
     /// Every MSM result copied back from a faulty device is wrong (as a silently failing GPU's
     /// would be): the proof assembled from it fails verification.
     pub wrong_results: bool,
+    /// Sites armed to fail their next operations (in partitions' stages), and how many: the
+    /// sites real devices fail at one at a time (a hang, a sticky error, an event failure).
+    pub armed: Vec<(FaultSite, usize)>,
+    /// The stage an armed `FaultSite::PanicOutsideStage` panics in (None: admission).
+    pub panic_outside_at: Option<Stage>,
+    /// Device bytes another process holds on each faulty device from the start (more can be
+    /// taken later with `FaultInjector::set_others_use`).
+    pub others_use_bytes: u64,
 }
 
 impl FaultInjection {
@@ -223,7 +247,11 @@ pub struct Prover {
     requests: Mutex<Vec<std::sync::Weak<RequestState>>>,
     next_request: AtomicU64,
     stopping: Arc<AtomicBool>,
+    /// Set (under the `requests` lock) once shutdown began: a submit either got its request
+    /// into the list before, and shutdown drains or cancels it, or fails with `ShutDown`.
+    closing: AtomicBool,
     scheduler: Mutex<Option<JoinHandle<()>>>,
+    health: Mutex<Option<JoinHandle<()>>>,
     system: Mutex<Option<ActorSystem>>,
     timeline: TimelineRecorder,
     faults: Arc<FaultInjector>,
@@ -266,6 +294,13 @@ impl Prover {
         if injected.wrong_results {
             faults.return_wrong_results();
         }
+        faults.set_others_use(injected.others_use_bytes);
+        for &(site, times) in &injected.armed {
+            faults.arm(site, times);
+        }
+        if let Some(stage) = injected.panic_outside_at {
+            faults.panic_outside_at(stage);
+        }
         let timeline = TimelineRecorder::with_capacity(config.timeline_spans);
         let system = ActorSystem::start("snarkpipe-actors")?;
         let mut pipelines = Vec::new();
@@ -274,16 +309,29 @@ impl Prover {
             let ordinal = device.info().ordinal;
             let faulty = faults.is_enabled() && injected.devices.as_ref().is_none_or(|d| d.contains(&ordinal));
             let wrapped = if faulty { FaultyDevice::wrap(device.clone(), faults.clone()) } else { device.clone() };
+            // From the memory free now, not the total: another process's allocations are not
+            // ours to plan with (on a GPU shared with another prover, or a display).
             let capacity = device.info().capacity_bytes;
+            let free = wrapped.free_bytes().map_or(capacity, |free| free.min(capacity));
             let budget = injected
                 .budget_bytes_override
-                .unwrap_or(capacity.saturating_sub(config.memory_reserve_bytes.min(capacity / 2)));
+                .unwrap_or(free.saturating_sub(config.memory_reserve_bytes.min(free / 2)));
             let workers = config.workers_by_device.get(&ordinal).copied().unwrap_or(config.workers_per_device);
-            let (in_flight, timeline, host_pins, staging) =
-                (config.in_flight, timeline.clone(), host_pins.clone(), config.staging);
+            let (in_flight, timeline, host_pins, staging, stage_timeout) =
+                (config.in_flight, timeline.clone(), host_pins.clone(), config.staging, config.stage_timeout);
             let device_faults = if faulty { faults.clone() } else { FaultInjector::disabled() };
             pipelines.push(system.run(move || {
-                DevicePipeline::start(wrapped, host_pins, staging, budget, workers, in_flight, timeline, device_faults)
+                DevicePipeline::start(
+                    wrapped,
+                    host_pins,
+                    staging,
+                    budget,
+                    workers,
+                    in_flight,
+                    stage_timeout,
+                    timeline,
+                    device_faults,
+                )
             })??);
         }
         let (submit, incoming) = unbounded();
@@ -303,6 +351,16 @@ impl Prover {
             .name("snarkpipe-scheduler".into())
             .spawn(move || scheduler.run())
             .map_err(|e| Error::io("starting the scheduler thread", e))?;
+        let monitor = health::HealthMonitor {
+            pipelines: pipelines.clone(),
+            stopping: stopping.clone(),
+            submit: submit.clone(),
+            probe_interval: config.quarantine_probe_interval,
+        };
+        let health = std::thread::Builder::new()
+            .name("snarkpipe-health".into())
+            .spawn(move || monitor.run())
+            .map_err(|e| Error::io("starting the health monitor thread", e))?;
         Ok(Prover {
             backend,
             devices,
@@ -311,7 +369,9 @@ impl Prover {
             requests: Mutex::new(Vec::new()),
             next_request: AtomicU64::new(0),
             stopping,
+            closing: AtomicBool::new(false),
             scheduler: Mutex::new(Some(scheduler)),
+            health: Mutex::new(Some(health)),
             system: Mutex::new(Some(system)),
             timeline,
             faults,
@@ -340,7 +400,7 @@ impl Prover {
 
     /// Checks a request and queues its partitions. Bad input fails here, before any work.
     pub fn submit(&self, request: ProofRequest) -> Result<ProofHandle> {
-        if self.stopping.load(Ordering::SeqCst) {
+        if self.closing.load(Ordering::SeqCst) {
             return Err(Error::ShutDown);
         }
         let ProofRequest { key, partitions, r, s, priority, devices } = request;
@@ -369,11 +429,25 @@ impl Prover {
         let id = self.next_request.fetch_add(1, Ordering::SeqCst);
         let state = RequestState::new(id, key, r, s, priority, devices, self.config.retries, self.submit.clone());
         let mut requests = self.requests.lock();
+        // Under the lock shutdown takes its list with: a request is either in that list, or
+        // refused here.
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown);
+        }
         // Finished requests are forgotten: the list is what shutdown must cancel or drain.
         requests.retain(|r| r.upgrade().is_some_and(|r| !r.status().finished));
         requests.push(Arc::downgrade(&state));
         for (index, witness) in partitions.into_iter().enumerate() {
-            let ticket = Ticket { request: state.clone(), index, witness, attempt: 0, avoid: Vec::new() };
+            let ticket = Ticket {
+                request: state.clone(),
+                index,
+                witness,
+                attempt: 0,
+                avoid: Vec::new(),
+                requeues: 0,
+                not_before: None,
+            };
+            // The scheduler runs until shutdown has finished every request in the list.
             self.submit.send(ticket).map_err(|_| Error::ShutDown)?;
         }
         Ok(ProofHandle { state })
@@ -435,6 +509,21 @@ impl Prover {
     /// The driver's free memory per device, where the backend reports it.
     pub fn device_free_bytes(&self) -> Vec<Option<u64>> {
         self.devices.iter().map(|d| d.free_bytes()).collect()
+    }
+
+    /// Each device's state: whether it takes work, is quarantined, and how often it was
+    /// recovered.
+    pub fn device_status(&self) -> Vec<DeviceStatus> {
+        self.pipelines
+            .iter()
+            .map(|p| DeviceStatus {
+                ordinal: p.ordinal,
+                health: p.health(),
+                quarantined: p.is_failing(),
+                recoveries: p.recoveries(),
+                in_flight: p.load(),
+            })
+            .collect()
     }
 
     /// Resident proving keys per device: (count, bytes).
@@ -652,25 +741,58 @@ impl Prover {
         requests.len()
     }
 
-    /// Stops taking requests, drains or cancels what is in flight, and stops the actors.
-    pub fn shutdown(&self, mode: Shutdown) {
-        if self.stopping.load(Ordering::SeqCst) && self.system.lock().is_none() {
-            return;
-        }
-        let live: Vec<_> = self.requests.lock().iter().filter_map(|r| r.upgrade()).collect();
-        if mode == Shutdown::Cancel {
+    /// Stops taking requests, drains or cancels what is in flight, and stops the actors,
+    /// within a bound: `Drain` waits up to `shutdown_timeout` for the requests submitted and
+    /// then cancels what is left; partitions still stuck after another `shutdown_timeout`
+    /// (a hung device) are given up and fail with `ShutDown`, so no handle waits for ever.
+    /// Says what it finished, cancelled and gave up on; a second call reports nothing.
+    pub fn shutdown(&self, mode: Shutdown) -> ShutdownReport {
+        let started = std::time::Instant::now();
+        let live: Vec<Arc<RequestState>> = {
+            let requests = self.requests.lock();
+            if self.closing.swap(true, Ordering::SeqCst) {
+                return ShutdownReport::default();
+            }
+            requests.iter().filter_map(|r| r.upgrade()).collect()
+        };
+        let bound = self.config.shutdown_timeout;
+        let all_finished = |within: Duration| {
+            let deadline = std::time::Instant::now() + within;
+            live.iter().all(|r| r.wait_until(deadline))
+        };
+        let mut cancelled_by_shutdown = mode == Shutdown::Cancel;
+        if mode == Shutdown::Cancel || !all_finished(bound) {
+            cancelled_by_shutdown = true;
             live.iter().for_each(|r| r.cancel());
         }
-        for request in &live {
-            ProofHandle { state: request.clone() }.wait_each();
+        let mut report = ShutdownReport { requests: live.len(), ..ShutdownReport::default() };
+        if !all_finished(bound) {
+            for request in &live {
+                report.abandoned += request.abandon(Error::ShutDown);
+            }
         }
+        for request in &live {
+            let status = request.status();
+            report.proved += status.proved;
+            report.failed += status.failed;
+        }
+        report.cancelled = if cancelled_by_shutdown {
+            live.iter().map(|r| r.count_failed_with(|e| matches!(e, Error::Cancelled | Error::ShutDown))).sum()
+        } else {
+            0
+        };
         self.stopping.store(true, Ordering::SeqCst);
         if let Some(scheduler) = self.scheduler.lock().take() {
             let _ = scheduler.join();
         }
-        while self.limiter.in_flight() > 0 {
+        if let Some(health) = self.health.lock().take() {
+            let _ = health.join();
+        }
+        let deadline = std::time::Instant::now() + bound;
+        while self.limiter.in_flight() > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
+        report.stuck_partitions = self.limiter.in_flight();
         // The cache's keys and page-locked vectors go before the devices are released.
         drop(self.key_cache.lock().clear());
         self.pipelines.iter().for_each(|p| {
@@ -684,11 +806,47 @@ impl Prover {
             system.stop();
         }
         self.devices.iter().for_each(|d| d.release_cached());
+        report.elapsed = started.elapsed();
+        tracing::info!(?mode, ?report, "the prover has shut down");
+        report
     }
+}
+
+/// One device as [`Prover::device_status`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceStatus {
+    pub ordinal: usize,
+    pub health: DeviceHealth,
+    /// It failed partitions in a row: it gets work only when no other device can take it,
+    /// until a probe proves on it.
+    pub quarantined: bool,
+    pub recoveries: usize,
+    /// Partitions in flight on it.
+    pub in_flight: usize,
+}
+
+/// What [`Prover::shutdown`] did with the work it found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShutdownReport {
+    /// Requests unfinished when shutdown began.
+    pub requests: usize,
+    /// Their partitions that proved, failed (for any reason), and were cancelled or refused
+    /// by the shutdown (counted in `failed` too).
+    pub proved: usize,
+    pub failed: usize,
+    pub cancelled: usize,
+    /// Partitions given up after the bound, still running on a device that never answered.
+    pub abandoned: usize,
+    /// Partitions still holding an in-flight place when the actors were stopped.
+    pub stuck_partitions: usize,
+    pub elapsed: Duration,
 }
 
 impl Drop for Prover {
     fn drop(&mut self) {
-        self.shutdown(Shutdown::Cancel);
+        let report = self.shutdown(Shutdown::Cancel);
+        if report.requests > 0 {
+            tracing::warn!(?report, "a prover dropped with requests unfinished cancelled them");
+        }
     }
 }

@@ -46,6 +46,23 @@ impl Ord for Waiting {
     }
 }
 
+/// The tickets of `delayed` whose time has come, taken out of it.
+fn extract_due(delayed: &mut Vec<Ticket>, now: std::time::Instant) -> Vec<Ticket> {
+    let (due, later): (Vec<Ticket>, Vec<Ticket>) =
+        delayed.drain(..).partition(|t| t.not_before.is_none_or(|at| at <= now));
+    *delayed = later;
+    due
+}
+
+/// Where a partition goes.
+enum Placement {
+    On(Arc<DevicePipeline>),
+    /// Not now: the devices it may use are being recovered.
+    Wait,
+    /// Never: none of its devices can take it.
+    Nowhere(Error),
+}
+
 /// What the scheduler thread needs.
 pub struct Scheduler {
     pub incoming: Receiver<Ticket>,
@@ -62,17 +79,34 @@ impl Scheduler {
     /// Runs until the prover stops.
     pub fn run(self) {
         let mut waiting = BinaryHeap::new();
+        // Tickets backing off (memory pressure), placed once their time has come.
+        let mut delayed: Vec<Ticket> = Vec::new();
         let mut sequence = 0u64;
         let tick = Duration::from_millis(20);
         loop {
             if self.stopping.load(Ordering::SeqCst) {
-                for Waiting { ticket, .. } in waiting.drain() {
-                    ticket.request.complete(ticket.index, usize::MAX, ticket.witness, vec![], Err(Error::ShutDown));
+                // What waits, and what arrived and was never taken (a retry sent meanwhile).
+                let arrived: Vec<Ticket> = self.incoming.try_iter().collect();
+                for ticket in waiting.drain().map(|w: Waiting| w.ticket).chain(arrived).chain(delayed.drain(..)) {
+                    ticket.request.complete(
+                        ticket.index,
+                        usize::MAX,
+                        usize::MAX,
+                        ticket.witness,
+                        vec![],
+                        Err(Error::ShutDown),
+                    );
                 }
                 return;
             }
+            let now = std::time::Instant::now();
+            for ticket in extract_due(&mut delayed, now) {
+                waiting.push(Waiting { sequence, ticket });
+                sequence += 1;
+            }
             if waiting.is_empty() {
                 match self.incoming.recv_timeout(tick) {
+                    Ok(ticket) if ticket.not_before.is_some_and(|t| t > now) => delayed.push(ticket),
                     Ok(ticket) => {
                         waiting.push(Waiting { sequence, ticket });
                         sequence += 1;
@@ -84,21 +118,38 @@ impl Scheduler {
             let Some(mut token) = self.limiter.acquire(tick) else { continue };
             // Take everything that arrived meanwhile, so the best of it goes first.
             while let Ok(ticket) = self.incoming.try_recv() {
+                if ticket.not_before.is_some_and(|t| t > now) {
+                    delayed.push(ticket);
+                    continue;
+                }
                 waiting.push(Waiting { sequence, ticket });
                 sequence += 1;
             }
-            let Some(Waiting { ticket, .. }) = waiting.pop() else { continue };
+            let Some(Waiting { ticket, sequence: place }) = waiting.pop() else { continue };
             if ticket.request.is_cancelled() {
-                ticket.request.complete(ticket.index, usize::MAX, ticket.witness, vec![], Err(Error::Cancelled));
+                ticket.request.complete(
+                    ticket.index,
+                    usize::MAX,
+                    usize::MAX,
+                    ticket.witness,
+                    vec![],
+                    Err(Error::Cancelled),
+                );
                 continue;
             }
-            let Some(pipeline) = self.place(&ticket) else {
-                let err = Error::Config(format!(
-                    "request {} asks for devices {:?}, which this prover does not have",
-                    ticket.request.id, ticket.request.devices
-                ));
-                ticket.request.complete(ticket.index, usize::MAX, ticket.witness, vec![], Err(err));
-                continue;
+            let pipeline = match self.place(&ticket) {
+                Placement::On(pipeline) => pipeline,
+                Placement::Wait => {
+                    // Every device it may use is being recovered: it waits, in its place.
+                    waiting.push(Waiting { sequence: place, ticket });
+                    drop(token);
+                    std::thread::sleep(tick);
+                    continue;
+                }
+                Placement::Nowhere(err) => {
+                    ticket.request.complete(ticket.index, usize::MAX, usize::MAX, ticket.witness, vec![], Err(err));
+                    continue;
+                }
             };
             tracing::debug!(
                 request = ticket.request.id,
@@ -115,12 +166,30 @@ impl Scheduler {
     }
 
     /// The device for a partition: one that already holds its key, else the least loaded,
-    /// among the devices the request allows.
-    fn place(&self, ticket: &Ticket) -> Option<Arc<DevicePipeline>> {
+    /// among the devices the request allows that take work.
+    fn place(&self, ticket: &Ticket) -> Placement {
         let allowed = |p: &&Arc<DevicePipeline>| {
             ticket.request.devices.as_ref().is_none_or(|devices| devices.contains(&p.ordinal))
         };
         let allowed: Vec<_> = self.pipelines.iter().filter(allowed).collect();
+        if allowed.is_empty() {
+            return Placement::Nowhere(Error::Config(format!(
+                "request {} asks for devices {:?}, which this prover does not have",
+                ticket.request.id, ticket.request.devices
+            )));
+        }
+        let in_service: Vec<_> = allowed.iter().copied().filter(|p| p.takes_work()).collect();
+        if in_service.is_empty() {
+            let recoverable = allowed.iter().any(|p| p.is_broken());
+            return match recoverable {
+                true => Placement::Wait,
+                false => Placement::Nowhere(Error::DeviceBroken {
+                    device: allowed[0].ordinal,
+                    message: format!("every device request {} may use is out of service", ticket.request.id),
+                }),
+            };
+        }
+        let allowed = in_service;
         // Prefer devices that are healthy and that this partition has not failed on.
         let healthy: Vec<_> =
             allowed.iter().copied().filter(|p| !p.is_failing() && !ticket.avoid.contains(&p.ordinal)).collect();
@@ -130,10 +199,11 @@ impl Scheduler {
         };
         let holding: Vec<_> = candidates.iter().copied().filter(|p| p.holds_key(&ticket.request.key)).collect();
         // Affinity to a resident key, unless that device is far busier than another.
-        match least_loaded(&holding) {
+        let chosen = match least_loaded(&holding) {
             Some(p) if p.load() <= p.workers() * 2 => Some(p),
             _ => least_loaded(&candidates),
-        }
+        };
+        chosen.map_or(Placement::Wait, Placement::On)
     }
 
     fn job(
@@ -159,6 +229,7 @@ impl Scheduler {
             failure: FailureSlot::new(),
             timeline: self.timeline.clone(),
             attempt: ticket.attempt,
+            requeues: ticket.requeues,
             avoid: ticket.avoid,
             pending_results: None,
             buffers: None,

@@ -52,7 +52,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
         ],
     ),
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
-    ("select", &["select_scalars"]),
+    ("select", &["select_scalars", "debug_trap"]),
     (
         "msm",
         &[
@@ -82,7 +82,30 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
 pub(crate) fn driver_error(device: usize, operation: &'static str, err: DriverError) -> Error {
     let name = err.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let text = err.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    Error::Device { device, operation, message: format!("{name} ({}): {text}", err.0 as u32) }
+    let message = format!("{name} ({}): {text}", err.0 as u32);
+    if is_sticky(err.0) {
+        return Error::DeviceBroken { device, message: format!("{operation} failed: {message}") };
+    }
+    Error::Device { device, operation, message }
+}
+
+/// The errors after which the context is unusable: every later call on it fails the same
+/// way until it is destroyed and created afresh (the CUDA driver API's "sticky" errors).
+fn is_sticky(code: CUresult) -> bool {
+    matches!(
+        code,
+        CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUresult::CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUresult::CUDA_ERROR_ASSERT
+            | CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUresult::CUDA_ERROR_INVALID_PC
+            | CUresult::CUDA_ERROR_LAUNCH_FAILED
+            | CUresult::CUDA_ERROR_ECC_UNCORRECTABLE
+            | CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
 }
 
 /// How the kernels were loaded.

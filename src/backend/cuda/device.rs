@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use parking_lot::Mutex;
+use std::sync::Weak;
+
+use parking_lot::{Mutex, RwLock};
 
 use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, PinnedRange};
 use super::msm::{msm_scratch_bytes, MsmOptions, MSM_PASS_POINTS};
@@ -31,13 +33,22 @@ use crate::timeline::TimelineRecorder;
 
 /// One GPU.
 pub struct CudaDevice {
-    gpu: Arc<GpuContext>,
     ordinal: usize,
     total_bytes: u64,
-    /// Allocates the pipeline's buffers.
-    allocator: GpuStream,
+    /// The context and what the device made on it; a new one replaces it when the device is
+    /// recovered (None while it is replaced, or after a recovery failed).
+    generation: RwLock<Option<Generation>>,
+    /// The CUDA streams of every pipeline stream made on this device, made again on the new
+    /// context when the device is recovered.
+    lanes: Mutex<Vec<Weak<Mutex<Option<Lanes>>>>>,
     allocated: Arc<AtomicU64>,
     registered: Mutex<HashMap<HostRange, PinnedRange>>,
+}
+
+/// A context and the stream the device allocates on.
+struct Generation {
+    gpu: Arc<GpuContext>,
+    allocator: GpuStream,
 }
 
 impl CudaDevice {
@@ -46,13 +57,69 @@ impl CudaDevice {
         let (_, total) = gpu.memory_info()?;
         let allocator = gpu.new_stream()?;
         Ok(CudaDevice {
-            gpu,
             ordinal,
             total_bytes: total as u64,
-            allocator,
+            generation: RwLock::new(Some(Generation { gpu, allocator })),
+            lanes: Mutex::new(Vec::new()),
             allocated: Arc::new(AtomicU64::new(0)),
             registered: Mutex::new(HashMap::new()),
         })
+    }
+
+    fn out_of_service(&self) -> Error {
+        Error::DeviceBroken { device: self.ordinal, message: "its context is being re-created, or could not be".into() }
+    }
+
+    /// The current context.
+    fn gpu(&self) -> Result<Arc<GpuContext>> {
+        self.generation.read().as_ref().map(|g| g.gpu.clone()).ok_or_else(|| self.out_of_service())
+    }
+
+    /// Replaces a broken context (see [`Device::recover`]): drops everything this device made
+    /// on it, so that the driver destroys it, and makes it all again on a new one. The host
+    /// ranges this device page-locked are locked again on the new context, so their leases
+    /// stay good. Fails, leaving the device out of service, when anything else still holds
+    /// the old context (a buffer, a kernel still running on a stuck stream thread): then a new
+    /// context would be the broken one again.
+    fn recreate_context(&self) -> Result<()> {
+        let live: Vec<Arc<Mutex<Option<Lanes>>>> = {
+            let mut lanes = self.lanes.lock();
+            lanes.retain(|l| l.strong_count() > 0);
+            lanes.iter().filter_map(Weak::upgrade).collect()
+        };
+        for lanes in &live {
+            lanes.lock().take();
+        }
+        let ranges: Vec<HostRange> = self.registered.lock().drain().map(|(range, _unregistered)| range).collect();
+        let mut generation = self.generation.write();
+        let old = generation.take().map(|g| g.gpu);
+        if let Some(old) = old {
+            let holders = Arc::strong_count(&old) - 1;
+            if holders > 0 {
+                return Err(Error::DeviceBroken {
+                    device: self.ordinal,
+                    message: format!(
+                        "it cannot be recovered: {holders} objects of its broken context are still held (work stuck on it?)"
+                    ),
+                });
+            }
+        }
+        let gpu = GpuContext::open(self.ordinal)?;
+        let allocator = gpu.new_stream()?;
+        for lanes in &live {
+            *lanes.lock() = Some(Lanes::on(&gpu)?);
+        }
+        let mut registered = self.registered.lock();
+        for range in ranges {
+            // SAFETY: as in `pin_host`: the registry keeps these ranges' memory alive until it
+            // unpins them, and they were pinned through this device (so are still alive).
+            let slice = unsafe { std::slice::from_raw_parts(range.addr as *const u8, range.len) };
+            if let HostRegistration::Registered(pinned) = gpu.register_host(slice)? {
+                registered.insert(range, pinned);
+            }
+        }
+        *generation = Some(Generation { gpu, allocator });
+        Ok(())
     }
 }
 
@@ -75,22 +142,45 @@ fn with_buffer<T: super::context::DeviceElement, R>(
 ) -> Result<R> {
     let memory = memory_of(buffer)?;
     let mut slot = memory.buffer.lock();
+    lend(&mut slot, buffer.device(), |raw| raw.retype::<T>(), |typed| typed.retype::<u8>(), work)
+}
+
+/// Lends the value in `slot` to `work` as another type, and puts it back afterwards, also
+/// when `work` panics: a buffer taken out and never returned (a resident key's) would fail
+/// every later partition that uses it with "in use".
+fn lend<Raw, Typed, R>(
+    slot: &mut Option<Raw>,
+    device: usize,
+    to: impl FnOnce(Raw) -> Typed,
+    back: impl Fn(Typed) -> Raw,
+    work: impl FnOnce(&mut Typed) -> Result<R>,
+) -> Result<R> {
+    struct PutBack<'a, Raw, Typed, F: Fn(Typed) -> Raw> {
+        slot: &'a mut Option<Raw>,
+        lent: Option<Typed>,
+        back: F,
+    }
+    impl<Raw, Typed, F: Fn(Typed) -> Raw> Drop for PutBack<'_, Raw, Typed, F> {
+        fn drop(&mut self) {
+            if let Some(lent) = self.lent.take() {
+                *self.slot = Some((self.back)(lent));
+            }
+        }
+    }
     let raw = slot.take().ok_or_else(|| Error::Device {
-        device: buffer.device(),
+        device,
         operation: "use buffer",
         message: "the buffer is in use by other work".into(),
     })?;
-    let mut typed = raw.retype::<T>();
-    let outcome = work(&mut typed);
-    *slot = Some(typed.retype::<u8>());
-    outcome
+    let mut guard = PutBack { lent: Some(to(raw)), slot, back };
+    work(guard.lent.as_mut().expect("lent until the guard drops"))
 }
 
 impl Device for CudaDevice {
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
             ordinal: self.ordinal,
-            name: self.gpu.name(),
+            name: self.gpu().map(|g| g.name()).unwrap_or_else(|_| "CUDA device (out of service)".into()),
             capacity_bytes: self.total_bytes,
             device_clock: true,
         }
@@ -101,12 +191,14 @@ impl Device for CudaDevice {
     }
 
     fn free_bytes(&self) -> Option<u64> {
-        self.gpu.memory_info().ok().map(|(free, _)| free as u64)
+        self.gpu().and_then(|g| g.memory_info()).ok().map(|(free, _)| free as u64)
     }
 
     fn allocate(&self, bytes: u64) -> Result<DeviceBuffer> {
-        let buffer = self.allocator.alloc::<u8>(bytes as usize)?;
-        self.allocator.synchronize()?;
+        let generation = self.generation.read();
+        let allocator = &generation.as_ref().ok_or_else(|| self.out_of_service())?.allocator;
+        let buffer = allocator.alloc::<u8>(bytes as usize)?;
+        allocator.synchronize()?;
         let memory = CudaMemory {
             buffer: Mutex::new(Some(buffer)),
             _counted: CountedBytes::count(&self.allocated, bytes),
@@ -119,7 +211,7 @@ impl Device for CudaDevice {
         // SAFETY: the pinned registry hands us ranges of live host allocations that it keeps
         // alive (through its leases) until it unpins them; we only register, never read.
         let slice = unsafe { std::slice::from_raw_parts(range.addr as *const u8, range.len) };
-        match self.gpu.register_host(slice)? {
+        match self.gpu()?.register_host(slice)? {
             HostRegistration::Registered(pinned) => {
                 self.registered.lock().insert(range, pinned);
                 Ok(PinOutcome::Pinned)
@@ -140,23 +232,23 @@ impl Device for CudaDevice {
     }
 
     fn new_stream(&self, name: &str, timeline: TimelineRecorder) -> Result<Arc<dyn DeviceStream>> {
-        let work_on = |stream: GpuStream| -> Result<Arc<GpuWork>> {
-            let clock = stream.clock()?;
-            Ok(Arc::new(GpuWork { stream, clock }))
-        };
-        Ok(Arc::new(CudaStream {
-            queue: HostQueue::start(self.ordinal, name, timeline)?,
-            gpu: work_on(self.gpu.new_stream()?)?,
-            urgent: work_on(self.gpu.new_urgent_stream()?)?,
-        }))
+        let lanes = Arc::new(Mutex::new(Some(Lanes::on(&self.gpu()?)?)));
+        self.lanes.lock().push(Arc::downgrade(&lanes));
+        Ok(Arc::new(CudaStream { queue: HostQueue::start(self.ordinal, name, timeline)?, lanes, device: self.ordinal }))
     }
 
     fn release_cached(&self) {
-        self.gpu.clear_caches();
+        let generation = self.generation.read();
+        let Some(generation) = generation.as_ref() else { return };
+        generation.gpu.clear_caches();
         // Freed stream-ordered blocks go back to the driver at a synchronisation.
-        if let Err(err) = self.gpu.synchronize().and_then(|_| self.allocator.synchronize()) {
+        if let Err(err) = generation.gpu.synchronize().and_then(|_| generation.allocator.synchronize()) {
             tracing::warn!(%err, "synchronising before releasing cached memory failed");
         }
+    }
+
+    fn recover(&self) -> Result<()> {
+        self.recreate_context()
     }
 
     fn workspace_bytes(&self, log_n: u32, max_msm_len: usize, msm_pass_points: usize) -> u64 {
@@ -168,18 +260,18 @@ impl Device for CudaDevice {
     }
 
     fn fixed_base_g1(&self, base: &FixedBase<G1Projective>, scalars: &[Scalar]) -> Result<Vec<G1Affine>> {
-        super::setup::fixed_base_g1(&self.gpu, base.table(), scalars)
+        super::setup::fixed_base_g1(&self.gpu()?, base.table(), scalars)
     }
 
     fn fixed_base_g2(&self, base: &FixedBase<G2Projective>, scalars: &[Scalar]) -> Result<Vec<G2Affine>> {
-        super::setup::fixed_base_g2(&self.gpu, base.table(), scalars)
+        super::setup::fixed_base_g2(&self.gpu()?, base.table(), scalars)
     }
 
     fn arithmetic_rates(&self) -> Result<Option<ArithmeticRates>> {
         // Enough threads for several waves on the largest GPUs (132 SMs × 2048 threads), and
         // a fraction of a second of multiplications there: long enough to time, short enough
         // to run before every bench.
-        let stream = self.gpu.new_stream()?;
+        let stream = self.gpu()?.new_stream()?;
         let fr_mul_per_s = stream.field_mul_rate(ProbeField::Fr, 132 * 2048 * 4, 2000)?;
         let fp_mul_per_s = stream.field_mul_rate(ProbeField::Fp, 132 * 2048 * 2, 1000)?;
         Ok(Some(ArithmeticRates { fr_mul_per_s, fp_mul_per_s }))
@@ -216,13 +308,39 @@ impl GpuWork {
 /// a time and waits for it, so switching streams between pieces keeps their order.
 struct CudaStream {
     queue: HostQueue,
+    /// None while the device's context is re-created.
+    lanes: Arc<Mutex<Option<Lanes>>>,
+    device: usize,
+}
+
+/// The two CUDA streams a pipeline stream runs its work on.
+struct Lanes {
     gpu: Arc<GpuWork>,
     urgent: Arc<GpuWork>,
 }
 
+impl Lanes {
+    fn on(gpu: &Arc<GpuContext>) -> Result<Lanes> {
+        let work_on = |stream: GpuStream| -> Result<Arc<GpuWork>> {
+            let clock = stream.clock()?;
+            Ok(Arc::new(GpuWork { stream, clock }))
+        };
+        Ok(Lanes { gpu: work_on(gpu.new_stream()?)?, urgent: work_on(gpu.new_urgent_stream()?)? })
+    }
+}
+
 impl CudaStream {
+    /// Queues `work` on the streams of the context current when it is queued.
     fn enqueue(&self, tag: &WorkTag, work: impl FnOnce(&GpuStream) -> Result<()> + Send + 'static) -> Result<()> {
-        let (gpu, urgent) = (self.gpu.clone(), self.urgent.clone());
+        let (gpu, urgent) = match &*self.lanes.lock() {
+            Some(lanes) => (lanes.gpu.clone(), lanes.urgent.clone()),
+            None => {
+                return Err(Error::DeviceBroken {
+                    device: self.device,
+                    message: "its context is being re-created, or could not be".into(),
+                })
+            }
+        };
         self.queue.enqueue_work(tag, move |oldest| if oldest { urgent.timed(work) } else { gpu.timed(work) })
     }
 
@@ -273,6 +391,11 @@ impl DeviceStream for CudaStream {
 
     fn record_event(&self) -> Result<StageEvent> {
         self.queue.record_event()
+    }
+
+    fn break_context(&self, tag: &WorkTag) -> Result<bool> {
+        self.enqueue(tag, |stream| stream.launch("debug_trap", 1, 1, &[]))?;
+        Ok(true)
     }
 
     fn copy_scalars_to_device(&self, src: HostScalars, dst: &DeviceBuffer, tag: &WorkTag) -> Result<()> {
@@ -395,5 +518,44 @@ impl DeviceStream for CudaStream {
             })?;
             slots.complete(device)
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lend;
+    use crate::error::Error;
+
+    #[test]
+    fn a_lent_buffer_comes_back_after_success_error_and_panic() {
+        let mut slot = Some(7u64);
+        let doubled = lend(&mut slot, 0, |v| v as i64, |v| v as u64, |v| Ok(*v * 2)).unwrap();
+        assert_eq!((doubled, slot), (14, Some(7)));
+        let failed = lend(
+            &mut slot,
+            0,
+            |v| v as i64,
+            |v| v as u64,
+            |v| {
+                *v += 1;
+                Err::<(), _>(Error::Internal("kernel failed".into()))
+            },
+        );
+        assert!(failed.is_err());
+        assert_eq!(slot, Some(8), "a failed use must give the buffer back");
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            lend(
+                &mut slot,
+                0,
+                |v| v as i64,
+                |v| v as u64,
+                |_| -> crate::error::Result<()> { panic!("a panicking kernel wrapper") },
+            )
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(slot, Some(8), "a panic while the buffer was lent lost it");
+        // The negative twin: an empty slot (the buffer really is elsewhere) is refused.
+        let mut empty: Option<u64> = None;
+        assert!(matches!(lend(&mut empty, 3, |v| v, |v| v, |_| Ok(())), Err(Error::Device { device: 3, .. })));
     }
 }
