@@ -268,6 +268,7 @@ impl Witness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ff::Field;
 
     #[test]
     fn density_counts_and_selects() {
@@ -300,8 +301,6 @@ mod tests {
         density.select_into(&[Scalar::from(1u64), Scalar::from(2u64), Scalar::from(3u64)], &mut out);
         assert_ne!(out, vec![Scalar::from(1u64), Scalar::from(2u64)]);
     }
-
-    use ff::Field;
 
     /// A witness of `constraints` evaluations and `inputs` inputs, no aux.
     fn hand_built(constraints: usize, inputs: usize) -> Witness {
