@@ -46,8 +46,15 @@ pub enum Error {
     #[error("malformed witness: {0}")]
     MalformedWitness(String),
 
-    /// The circuit has no constraints and no inputs beyond ONE.
-    #[error("the circuit is empty: it has no constraints")]
+    /// The circuit enforces no constraint and has no public input beyond ONE, so ONE's
+    /// `input * 0 = 0` would be its only constraint, on a domain of one point (or a hand-built
+    /// witness has fewer than two constraint evaluations). bellperson proves such a circuit,
+    /// but the proof attests nothing and the device NTTs start at two points, so snarkpipe
+    /// refuses it. A circuit of public inputs alone is not empty: it has their constraints.
+    #[error(
+        "the circuit is empty: it enforces no constraint and has no public input beyond ONE, so \
+         there is nothing to prove; add a constraint or a public input"
+    )]
     EmptyCircuit,
 
     /// The circuit needs a domain larger than BLS12-381's Fr supports (2^32).

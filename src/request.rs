@@ -293,6 +293,16 @@ fn all_or_first_error(each: Vec<Result<Proof<Bls12>>>) -> Result<Vec<Proof<Bls12
 }
 
 /// What the submitter of a request holds: await it, cancel it, ask where it stands.
+///
+/// Dropping a handle, the last one included, does not cancel its request (nor does dropping a
+/// [`ProofHandle::wait_async`] future): the partitions run to the end, their proofs are
+/// discarded, and everything they held is released, as for a request that is waited on. A node
+/// drops handles for reasons other than a wish to cancel (a waiting task that is aborted or
+/// times out, a `select!` that takes another branch, a clone handed to a thread that ends), and
+/// a proof that has taken its device time is worth more finished than stopped halfway; so a
+/// cancel is always asked for with [`ProofHandle::cancel`], and a drop is never one.
+/// `Prover::shutdown` treats such a request as any other: `Drain` waits for it, `Cancel`
+/// cancels it.
 #[derive(Clone)]
 pub struct ProofHandle {
     pub(crate) state: Arc<RequestState>,

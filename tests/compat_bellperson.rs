@@ -188,6 +188,58 @@ fn public_inputs_only() {
     assert_matches_bellperson(circuit, &params, &inputs, &mut rng);
 }
 
+/// Public inputs and no constraint of its own. bellperson adds one `input * 0 = 0` constraint
+/// per input, ONE included, so such a circuit has constraints and bellperson proves it.
+#[derive(Clone)]
+struct InputsOnly(Vec<Scalar>);
+
+impl Circuit<Scalar> for InputsOnly {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        for (i, value) in self.0.iter().enumerate() {
+            cs.alloc_input(|| format!("input {i}"), || Ok(*value))?;
+        }
+        Ok(())
+    }
+}
+
+/// A circuit of public inputs only proves through snarkpipe's `Prover` as through bellperson:
+/// the same bytes, accepted by bellperson's verifier, and (the negative twin) rejected for a
+/// changed input. It used to be refused as an empty circuit.
+#[test]
+fn inputs_without_constraints_prove_as_bellperson_does() {
+    use snarkpipe::backend::BackendKind;
+    use snarkpipe::prover::{ProofRequest, Prover, ProverConfig};
+    use std::sync::Arc;
+    let mut rng = fresh_rng();
+    let prover =
+        Prover::new(ProverConfig { backend: BackendKind::Cpu, memory_reserve_bytes: 0, ..ProverConfig::default() })
+            .unwrap();
+    // One input (ONE's constraint and its own: a domain of two points), then a few more.
+    for count in [1, rng.gen_range(2..8)] {
+        let circuit = InputsOnly((0..count).map(|_| Scalar::random(&mut rng)).collect());
+        let params = generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut rng).unwrap();
+        let witness = Witness::synthesize(circuit.clone(), SatisfactionCheck::On)
+            .unwrap_or_else(|e| panic!("{count} inputs and no constraint, which bellperson proves: {e}"));
+        assert_eq!(witness.shape().num_constraints, count + 1, "one constraint per input, ONE included");
+        let key = prover.key_for_source(&params, &witness.shape()).unwrap();
+        let request = ProofRequest::new(key, vec![Arc::new(witness)], &mut rng);
+        let (r, s) = (request.r[0], request.s[0]);
+        let ours = prover.prove(request).unwrap().remove(0);
+        let theirs = bellperson::groth16::create_proof(circuit.clone(), &params, r, s).expect("bellperson proves");
+        assert_eq!(bytes(&ours), bytes(&theirs), "{count} inputs: proof bytes differ from bellperson's");
+
+        let pvk = prepare_verifying_key(&params.vk);
+        assert!(verify_proof(&pvk, &ours, &circuit.0).unwrap(), "{count} inputs: the proof does not verify");
+        let mut wrong = circuit.0.clone();
+        wrong[rng.gen_range(0..count)] += Scalar::ONE;
+        assert!(!verify_proof(&pvk, &ours, &wrong).unwrap(), "{count} inputs: verifies with a changed input");
+
+        // The drop-in call proves it too.
+        let inputs = circuit.0.clone();
+        assert_matches_bellperson(circuit, &params, &inputs, &mut rng);
+    }
+}
+
 #[test]
 fn bit_heavy_witness() {
     let mut rng = fresh_rng();
@@ -446,6 +498,8 @@ fn missing_assignment_is_an_error() {
     assert!(compat::create_proof(complete, &params, Scalar::ONE, Scalar::ONE).is_ok());
 }
 
+/// A circuit of ONE alone is refused (bellperson proves it, but its proof attests nothing and its
+/// domain has one point; see `Error::EmptyCircuit`), and so is an empty batch.
 #[test]
 fn empty_circuit_is_an_error() {
     struct Empty;

@@ -3,6 +3,7 @@
 //! input to the compat calls. Each gets a typed error and no panic, and a good request running
 //! at the same time on the same prover proves and verifies as if nothing happened.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
@@ -230,6 +231,95 @@ fn witnesses_of_the_wrong_length_are_refused_at_submit() {
     good.proves_unharmed();
     assert_nothing_held(&prover, After::Shutdown);
     assert!(accepted.is_empty(), "witnesses of the wrong length passed Prover::submit:\n{}", accepted.join("\n"));
+}
+
+/// A hand-built witness of the circuit that has only ONE: its a, b and c hold ONE's
+/// `input * 0 = 0` constraint alone, a domain of one point.
+fn one_point_witness() -> Witness {
+    Witness {
+        a: vec![Scalar::ONE],
+        b: vec![Scalar::ZERO],
+        c: vec![Scalar::ZERO],
+        input_assignment: vec![Scalar::ONE],
+        aux_assignment: Vec::new(),
+        a_aux_density: Density::default(),
+        b_input_density: Density::from_bits(vec![false]),
+        b_aux_density: Density::default(),
+    }
+}
+
+/// Hand-built witnesses whose domain has fewer than two points (a, b and c of length 1 or 0)
+/// are refused at submit with a typed error that says what is
+/// wrong and what to do. Refused at submit, they never reach a device: no stage runs, so no
+/// device records a failure (a device that fails three partitions in a row is avoided) and the
+/// good requests that follow prove on every device. The key is bellperson's own for the circuit
+/// a one-point witness comes from, so no shape check stops them. On the CPU backend a one-point
+/// witness used to be accepted and proved; on a GPU its NTT fails with a device error
+/// (`log n = 0`), which counts against the device and is retried on every other.
+#[test]
+fn a_witness_of_fewer_than_two_points_is_refused_at_submit_and_never_reaches_a_device() {
+    let prover = Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        cpu_devices: 2,
+        workers_per_device: 2,
+        in_flight: 2,
+        memory_reserve_bytes: 0,
+        retries: 2,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    let mut rng = fresh_rng();
+    let params = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(Empty, &mut rng).unwrap();
+    let key = ProvingKey::from_parameters(&params);
+    assert!(params.h.is_empty(), "bellperson's key for a domain of one point has no h query");
+    let zero_points = Witness { a: vec![], b: vec![], c: vec![], ..one_point_witness() };
+    let cases = [("one point", one_point_witness()), ("no point", zero_points)];
+    let mut wrong = Vec::new();
+    for (what, witness) in cases {
+        let witness = Arc::new(witness);
+        // More times than the failures in a row that make a device avoided.
+        for _ in 0..4 {
+            match prover.submit(request(&key, vec![witness.clone()])) {
+                Err(err @ (Error::EmptyCircuit | Error::MalformedWitness(_))) => {
+                    let message = err.to_string();
+                    if !message.contains("constraint") {
+                        wrong.push(format!("{what}: the message does not say what is wrong: {message}"));
+                    }
+                    if !(message.contains("add a constraint") || message.contains("Witness::synthesize")) {
+                        wrong.push(format!("{what}: the message does not say what to do: {message}"));
+                    }
+                }
+                Err(other) => wrong.push(format!("{what}: expected EmptyCircuit or MalformedWitness, got {other:?}")),
+                Ok(handle) => {
+                    let outcomes = wait_each_within(&handle, Duration::from_secs(60));
+                    let shown: Vec<String> = outcomes
+                        .iter()
+                        .map(|o| o.as_ref().map(|_| "a proof".into()).unwrap_or_else(|e| e.to_string()))
+                        .collect();
+                    wrong.push(format!("{what}: accepted by submit, then {shown:?}"));
+                }
+            }
+        }
+    }
+    let ran: BTreeSet<_> = prover.timeline().snapshot().spans.iter().map(|s| (s.stage, s.track.device())).collect();
+    assert!(wrong.is_empty() && ran.is_empty(), "{}\nstages run: {ran:?}", wrong.join("\n"));
+    // The twin: good requests prove on each device in turn.
+    let ours = spec(6, 2, fresh_seed());
+    let good_key = ours.proving_key().unwrap();
+    for device in [0, 1] {
+        let witnesses = partitions(&ours, 2);
+        let handle = prover
+            .submit(ProofRequest { devices: Some(vec![device]), ..request(&good_key, witnesses.clone()) })
+            .unwrap();
+        let outcomes = wait_each_within(&handle, Duration::from_secs(120));
+        for (outcome, witness) in outcomes.iter().zip(&witnesses) {
+            let proof = outcome.as_ref().unwrap_or_else(|e| panic!("device {device}: {e}"));
+            assert!(groth16::verify(&good_key.prepared_vk(), proof, witness.public_inputs()).unwrap());
+        }
+    }
+    let devices: BTreeSet<_> = prover.timeline().snapshot().spans.iter().filter_map(|s| s.track.device()).collect();
+    assert_eq!(devices, [0, 1].into_iter().collect(), "the good requests ran on {devices:?}");
+    assert_nothing_held(&prover, After::Shutdown);
 }
 
 #[test]

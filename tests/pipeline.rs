@@ -17,7 +17,7 @@ use snarkpipe::timeline::{Span, Timeline};
 use snarkpipe::{Error, Stage};
 
 mod common;
-use common::{assert_nothing_held, bytes, fresh_rng, fresh_seed, partitions, spec, After};
+use common::{assert_nothing_held, bytes, fresh_rng, fresh_seed, partitions, spec, wait_until, After};
 
 fn cpu_prover(workers: usize, in_flight: usize) -> Prover {
     Prover::new(ProverConfig {
@@ -168,6 +168,44 @@ fn cancelling_releases_everything_and_the_prover_goes_on() {
     let proofs = prover.prove(ProofRequest::new(key.clone(), partitions(&spec, 2), &mut rng)).unwrap();
     assert_eq!(proofs.len(), 2);
     assert_nothing_held(&prover, After::Shutdown);
+}
+
+/// Dropping every handle of a request does not cancel it: the partitions run to the end, their
+/// proofs are discarded, and everything they held is released. The negative twin: cancelling
+/// before the drop stops them, so fewer partitions reach the verify stage.
+#[test]
+fn dropping_the_last_handle_lets_the_request_finish_and_releases_everything() {
+    let spec = spec(8, 2, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let n = 8;
+    for cancel_first in [false, true] {
+        // Two in flight: at most two partitions are past the scheduler when a cancel comes.
+        let prover = cpu_prover(2, 2);
+        let mut rng = fresh_rng();
+        let handle = prover.submit(ProofRequest::new(key.clone(), partitions(&spec, n), &mut rng)).unwrap();
+        if cancel_first {
+            handle.cancel();
+        }
+        drop(handle);
+        // Nothing but its partitions holds the request now: the prover forgets it once the last
+        // one has ended (with a handle held, it is forgotten once finished).
+        let ended = || prover.held().unwrap().unfinished_requests == 0 && prover.in_flight() == 0;
+        wait_until(std::time::Duration::from_secs(120), "the end of every partition", ended);
+        // Each partition that ran to the end was verified once (no faults, so no retries).
+        let verified = prover
+            .timeline()
+            .snapshot()
+            .spans
+            .iter()
+            .filter(|s| s.stage == Stage::Verify && !s.track.is_device())
+            .count();
+        if cancel_first {
+            assert!(verified < n, "cancelled and dropped, yet all {n} partitions were proved");
+        } else {
+            assert_eq!(verified, n, "dropped without a cancel: only {verified} of {n} partitions were proved");
+        }
+        assert_nothing_held(&prover, After::Shutdown);
+    }
 }
 
 #[test]

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::math::Domain;
-use crate::{Result, Scalar};
+use crate::{Error, Result, Scalar};
 
 /// One bit per variable: whether the variable occurs (with a nonzero coefficient) in a query.
 ///
@@ -175,7 +175,8 @@ impl Witness {
     /// circuit, then append one `input * 0 = 0` constraint per input.
     ///
     /// Errors: [`crate::Error::MissingAssignment`] if a value is missing,
-    /// [`crate::Error::EmptyCircuit`] if the circuit itself enforces no constraint, and with
+    /// [`crate::Error::EmptyCircuit`] if the circuit enforces no constraint and allocates no
+    /// public input (a circuit of inputs alone has their constraints, and proves), and with
     /// `check` on, [`crate::Error::Unsatisfied`] naming the first violated constraint.
     pub fn synthesize<C: bellperson::Circuit<Scalar>>(circuit: C, check: SatisfactionCheck) -> Result<Witness> {
         synthesize::synthesize_witness(circuit, check)
@@ -193,10 +194,32 @@ impl Witness {
         }
     }
 
-    /// The evaluation domain the constraints live on.
+    /// The evaluation domain the constraints live on; the rule a witness must meet to be
+    /// proved, checked at synthesis and again at submit (a witness's fields are public, so it
+    /// may be built by hand).
+    ///
+    /// Every input, ONE included, has its own `input * 0 = 0` constraint, so a witness with
+    /// fewer constraints than inputs is malformed ([`crate::Error::MalformedWitness`]). A
+    /// witness needs [`Witness::MIN_CONSTRAINTS`], or it is the empty circuit's
+    /// ([`crate::Error::EmptyCircuit`]).
     pub fn domain(&self) -> Result<Domain> {
-        Domain::for_len(self.a.len())
+        let (constraints, inputs) = (self.a.len(), self.input_assignment.len());
+        if constraints < inputs {
+            return Err(Error::MalformedWitness(format!(
+                "{constraints} constraint evaluations for {inputs} inputs, but every input (ONE \
+                 included) has its own `input * 0 = 0` constraint; make witnesses with Witness::synthesize"
+            )));
+        }
+        if constraints < Self::MIN_CONSTRAINTS {
+            return Err(Error::EmptyCircuit);
+        }
+        Domain::for_len(constraints)
     }
+
+    /// The fewest constraints a provable witness has: ONE's input constraint and one more (an
+    /// input's or the circuit's own). With ONE's alone the domain would have one point: the
+    /// proof would attest nothing, and the device NTTs are defined from two points on.
+    pub const MIN_CONSTRAINTS: usize = 2;
 
     /// Scalars for the A query, in the order of the parameters' `a` vector: every input, then
     /// the aux variables that occur in A.
@@ -245,6 +268,7 @@ impl Witness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ff::Field;
 
     #[test]
     fn density_counts_and_selects() {
@@ -276,6 +300,32 @@ mod tests {
         let mut out = Vec::new();
         density.select_into(&[Scalar::from(1u64), Scalar::from(2u64), Scalar::from(3u64)], &mut out);
         assert_ne!(out, vec![Scalar::from(1u64), Scalar::from(2u64)]);
+    }
+
+    /// A witness of `constraints` evaluations and `inputs` inputs, no aux.
+    fn hand_built(constraints: usize, inputs: usize) -> Witness {
+        Witness {
+            a: vec![Scalar::ONE; constraints],
+            b: vec![Scalar::ZERO; constraints],
+            c: vec![Scalar::ZERO; constraints],
+            input_assignment: vec![Scalar::ONE; inputs],
+            aux_assignment: Vec::new(),
+            a_aux_density: Density::default(),
+            b_input_density: Density::from_bits(vec![false; inputs]),
+            b_aux_density: Density::default(),
+        }
+    }
+
+    #[test]
+    fn a_provable_witness_has_two_constraints_and_one_per_input() {
+        assert_eq!(hand_built(2, 1).domain().unwrap().log_n(), 1);
+        assert_eq!(hand_built(3, 3).domain().unwrap().log_n(), 2);
+        // The negative twins: ONE's constraint alone, none, fewer than the inputs.
+        assert!(matches!(hand_built(1, 1).domain(), Err(crate::Error::EmptyCircuit)));
+        for (constraints, inputs) in [(0, 1), (2, 3)] {
+            let err = hand_built(constraints, inputs).domain().unwrap_err();
+            assert!(matches!(err, crate::Error::MalformedWitness(_)), "{constraints} for {inputs} inputs: {err:?}");
+        }
     }
 
     #[test]

@@ -59,9 +59,6 @@ impl WitnessAssembly {
         if let Some(error) = self.deferred.take() {
             return Err(error);
         }
-        if self.witness.a.is_empty() {
-            return Err(Error::EmptyCircuit);
-        }
         if let Some((index, name)) = self.first_unsatisfied.take() {
             return Err(Error::Unsatisfied { index, name: Some(name) });
         }
@@ -72,6 +69,10 @@ impl WitnessAssembly {
         witness.a.extend_from_slice(&witness.input_assignment);
         witness.b.resize(witness.a.len(), Scalar::ZERO);
         witness.c.resize(witness.a.len(), Scalar::ZERO);
+        // The input constraints count, as in bellperson: a circuit of public inputs alone has
+        // constraints and proves. Only the circuit with ONE's constraint alone is refused, by
+        // the rule every witness meets at submit.
+        self.witness.domain()?;
         Ok(self.witness)
     }
 
@@ -259,17 +260,30 @@ mod tests {
         assert!(matches!(Witness::synthesize(circuit, SatisfactionCheck::Off), Err(Error::MissingAssignment)));
     }
 
-    struct Empty;
-    impl Circuit<Scalar> for Empty {
+    /// Allocates `inputs` public inputs and enforces nothing.
+    struct InputsOnly {
+        inputs: usize,
+    }
+
+    impl Circuit<Scalar> for InputsOnly {
         fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-            cs.alloc_input(|| "lonely input", || Ok(Scalar::ONE))?;
+            for i in 0..self.inputs {
+                cs.alloc_input(|| format!("input {i}"), || Ok(Scalar::from(i as u64 + 2)))?;
+            }
             Ok(())
         }
     }
 
     #[test]
-    fn circuit_without_constraints_is_empty() {
-        assert!(matches!(Witness::synthesize(Empty, SatisfactionCheck::Off), Err(Error::EmptyCircuit)));
+    fn inputs_without_constraints_have_their_input_constraints() {
+        let witness = Witness::synthesize(InputsOnly { inputs: 1 }, SatisfactionCheck::On).unwrap();
+        let two = Scalar::from(2u64);
+        assert_eq!(witness.a, vec![Scalar::ONE, two]);
+        assert_eq!((&witness.b, &witness.c), (&vec![Scalar::ZERO; 2], &vec![Scalar::ZERO; 2]));
+        assert_eq!(witness.domain().unwrap().log_n(), 1);
+        // The negative twin: without an input, ONE's constraint is the only one.
+        let empty = Witness::synthesize(InputsOnly { inputs: 0 }, SatisfactionCheck::Off);
+        assert!(matches!(empty, Err(Error::EmptyCircuit)), "{empty:?}");
     }
 
     struct UsesUnallocated;

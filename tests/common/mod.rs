@@ -116,6 +116,16 @@ pub fn wait_each_within(handle: &ProofHandle, limit: Duration) -> Vec<Result<Pro
     })
 }
 
+/// Polls `done` until it holds; a condition that never comes (work that never ends, a token
+/// never returned) fails the test after `limit` instead of blocking it forever.
+pub fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what} did not happen within {limit:?}: the pipeline hangs");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Whether a CUDA GPU is usable here; says why a GPU test skips when not.
 /// With `SNARKPIPE_REQUIRE_GPU=1` (the device scripts set it) a GPU test that finds no GPU
 /// fails instead of passing by skipping.
