@@ -375,7 +375,10 @@ impl Future for WaitProofs {
         {
             let mut outcomes = self.state.outcomes.lock();
             if outcomes.finished < outcomes.results.len() {
-                outcomes.wakers.push(cx.waker().clone());
+                // One waker per task: a future polled again does not add another.
+                if !outcomes.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    outcomes.wakers.push(cx.waker().clone());
+                }
                 return Poll::Pending;
             }
         }

@@ -23,7 +23,7 @@ use rand::Rng;
 use snarkpipe::backend::BackendKind;
 use snarkpipe::circuit::Witness;
 use snarkpipe::params::ProvingKey;
-use snarkpipe::prover::{FaultInjection, Priority, ProofHandle, ProofRequest, Prover, ProverConfig};
+use snarkpipe::prover::{FaultInjection, FaultScope, Priority, ProofHandle, ProofRequest, Prover, ProverConfig};
 use snarkpipe::synthetic::{SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
 
@@ -97,11 +97,19 @@ struct Tally {
 
 impl Tally {
     /// Waits for `request` within the hang bound and checks each partition's outcome.
-    fn collect(&mut self, request: Submitted, shapes: &[Shape]) {
+    fn collect(&mut self, request: Submitted, shapes: &[Shape], faults: &snarkpipe::backend::faults::FaultInjector) {
         let outcomes = wait_each_within(&request.handle, HANG_BOUND);
+        let attempts = request.handle.attempts();
         let shape = &shapes[request.shape];
         let mut twin_checked = false;
-        for (outcome, witness) in outcomes.iter().zip(&request.witnesses) {
+        for (index, (outcome, witness)) in outcomes.iter().zip(&request.witnesses).enumerate() {
+            // Exactly: a failure counts as the partition's own only when a fault went into the
+            // work of its last attempt; any other is a cascade.
+            let own = faults.injected_into(FaultScope {
+                request: request.handle.id(),
+                partition: index,
+                attempt: attempts[index],
+            });
             self.partitions += 1;
             match outcome {
                 Ok(proof) => {
@@ -119,7 +127,7 @@ impl Tally {
                     assert!(request.cancelled, "a request nobody cancelled failed as cancelled: {err}");
                     self.cancelled += 1;
                 }
-                Err(err) if err.is_injected() || matches!(err.root_cause(), Error::WrongResult { .. }) => {
+                Err(_) if own => {
                     self.failed_injected += 1;
                 }
                 Err(err) => self.unexplained.push(err.to_string()),
@@ -211,15 +219,15 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
             }
         }
         while outstanding.len() >= OUTSTANDING {
-            tally.collect(outstanding.pop_front().unwrap(), &shapes);
+            tally.collect(outstanding.pop_front().unwrap(), &shapes, prover.faults());
         }
         // The first measurement, on an idle prover as the last one is.
         if warm.is_none() && submitted >= WARM_PARTITIONS {
-            outstanding.drain(..).for_each(|r| tally.collect(r, &shapes));
+            outstanding.drain(..).for_each(|r| tally.collect(r, &shapes, prover.faults()));
             warm = Some((resident_bytes(), started.elapsed().as_secs_f64()));
         }
     }
-    outstanding.drain(..).for_each(|r| tally.collect(r, &shapes));
+    outstanding.drain(..).for_each(|r| tally.collect(r, &shapes, prover.faults()));
     let wall = started.elapsed().as_secs_f64();
     let end_bytes = resident_bytes();
     let (warm_bytes, warm_at) = warm.expect("measured once warm");
