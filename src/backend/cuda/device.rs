@@ -45,6 +45,9 @@ pub struct CudaDevice {
     registered: Mutex<HashMap<HostRange, PinnedRange>>,
 }
 
+/// How long a recovery waits for work queued on the broken context to let go of it.
+const HOLDERS_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A context and the stream the device allocates on.
 struct Generation {
     gpu: Arc<GpuContext>,
@@ -94,6 +97,13 @@ impl CudaDevice {
         let mut generation = self.generation.write();
         let old = generation.take().map(|g| g.gpu);
         if let Some(old) = old {
+            old.clear_caches();
+            // Work already queued on the streams' host threads holds the old streams until it
+            // has run (it fails at once on a broken context): give it a moment.
+            let deadline = std::time::Instant::now() + HOLDERS_DRAIN;
+            while Arc::strong_count(&old) > 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
             let holders = Arc::strong_count(&old) - 1;
             if holders > 0 {
                 return Err(Error::DeviceBroken {
