@@ -254,7 +254,7 @@ impl GpuContext {
         // SAFETY: `range` is a live allocation of `len` bytes; the registration is undone in
         // `Drop` of the returned value, which the caller keeps no longer than the memory.
         match unsafe { raw::host_register(ptr, len) } {
-            Ok(()) => Ok(HostRegistration::Registered(PinnedRange { gpu: self.clone(), ptr: ptr as usize, len })),
+            Ok(()) => Ok(HostRegistration::Registered(PinnedRange { gpu: self.clone(), ptr: ptr as usize, len, unregistered: false })),
             Err(DriverError(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)) => {
                 Ok(HostRegistration::AlreadyRegistered)
             }
@@ -329,6 +329,8 @@ pub struct PinnedRange {
     gpu: Arc<GpuContext>,
     ptr: usize,
     len: usize,
+    /// Set once `unregister` has run, so that drop does not unregister a second time.
+    unregistered: bool,
 }
 
 impl PinnedRange {
@@ -338,10 +340,12 @@ impl PinnedRange {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// Unregisters now, reporting a driver error (drop ignores it).
-    pub fn unregister(self) -> Result<()> {
+    /// Unregisters now, reporting a driver error (drop ignores it). The value is dropped
+    /// normally afterwards (not forgotten: that kept its context alive for ever, and a broken
+    /// context could then never be destroyed and re-created).
+    pub fn unregister(mut self) -> Result<()> {
         let result = self.unregister_inner();
-        std::mem::forget(self);
+        self.unregistered = true;
         result
     }
     fn unregister_inner(&self) -> Result<()> {
@@ -355,7 +359,9 @@ impl PinnedRange {
 
 impl Drop for PinnedRange {
     fn drop(&mut self) {
-        let _ = self.unregister_inner();
+        if !self.unregistered {
+            let _ = self.unregister_inner();
+        }
     }
 }
 

@@ -90,9 +90,12 @@ impl CudaDevice {
             lanes.retain(|l| l.strong_count() > 0);
             lanes.iter().filter_map(Weak::upgrade).collect()
         };
+        let holders_before = self.generation.read().as_ref().map_or(0, |g| Arc::strong_count(&g.gpu));
+        let lanes_held = live.iter().filter(|l| l.lock().is_some()).count();
         for lanes in &live {
             lanes.lock().take();
         }
+        let holders_without_lanes = self.generation.read().as_ref().map_or(0, |g| Arc::strong_count(&g.gpu));
         let ranges: Vec<HostRange> = self.registered.lock().drain().map(|(range, _unregistered)| range).collect();
         let mut generation = self.generation.write();
         let old = generation.take().map(|g| g.gpu);
@@ -109,7 +112,10 @@ impl CudaDevice {
                 return Err(Error::DeviceBroken {
                     device: self.ordinal,
                     message: format!(
-                        "it cannot be recovered: {holders} objects of its broken context are still held (work stuck on it?)"
+                        "it cannot be recovered: {holders} objects of its broken context are still held (work stuck \
+                         on it?); held by {holders_before} before the device dropped its {lanes_held} streams' lanes \
+                         and {} page-locked ranges, {holders_without_lanes} after the lanes",
+                        ranges.len()
                     ),
                 });
             }
