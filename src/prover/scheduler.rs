@@ -5,7 +5,7 @@ use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
@@ -46,8 +46,29 @@ impl Ord for Waiting {
     }
 }
 
+/// Files an arriving ticket: into the line, or aside while it backs off.
+fn file(
+    ticket: Ticket,
+    now: Instant,
+    waiting: &mut BinaryHeap<Waiting>,
+    delayed: &mut Vec<Ticket>,
+    sequence: &mut u64,
+) {
+    if ticket.not_before.is_some_and(|at| at > now) {
+        delayed.push(ticket);
+        return;
+    }
+    waiting.push(Waiting { sequence: *sequence, ticket });
+    *sequence += 1;
+}
+
+/// Fails a ticket that will not be placed (no attempt of it ran, and none will).
+fn refuse(ticket: Ticket, err: Error) {
+    ticket.request.complete(ticket.index, usize::MAX, usize::MAX, ticket.witness, vec![], Err(err));
+}
+
 /// The tickets of `delayed` whose time has come, taken out of it.
-fn extract_due(delayed: &mut Vec<Ticket>, now: std::time::Instant) -> Vec<Ticket> {
+fn extract_due(delayed: &mut Vec<Ticket>, now: Instant) -> Vec<Ticket> {
     let (due, later): (Vec<Ticket>, Vec<Ticket>) =
         delayed.drain(..).partition(|t| t.not_before.is_none_or(|at| at <= now));
     *delayed = later;
@@ -88,29 +109,18 @@ impl Scheduler {
                 // What waits, and what arrived and was never taken (a retry sent meanwhile).
                 let arrived: Vec<Ticket> = self.incoming.try_iter().collect();
                 for ticket in waiting.drain().map(|w: Waiting| w.ticket).chain(arrived).chain(delayed.drain(..)) {
-                    ticket.request.complete(
-                        ticket.index,
-                        usize::MAX,
-                        usize::MAX,
-                        ticket.witness,
-                        vec![],
-                        Err(Error::ShutDown),
-                    );
+                    refuse(ticket, Error::ShutDown);
                 }
                 return;
             }
-            let now = std::time::Instant::now();
+            let now = Instant::now();
             for ticket in extract_due(&mut delayed, now) {
                 waiting.push(Waiting { sequence, ticket });
                 sequence += 1;
             }
             if waiting.is_empty() {
                 match self.incoming.recv_timeout(tick) {
-                    Ok(ticket) if ticket.not_before.is_some_and(|t| t > now) => delayed.push(ticket),
-                    Ok(ticket) => {
-                        waiting.push(Waiting { sequence, ticket });
-                        sequence += 1;
-                    }
+                    Ok(ticket) => file(ticket, now, &mut waiting, &mut delayed, &mut sequence),
                     Err(RecvTimeoutError::Timeout) => continue,
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
@@ -118,23 +128,11 @@ impl Scheduler {
             let Some(mut token) = self.limiter.acquire(tick) else { continue };
             // Take everything that arrived meanwhile, so the best of it goes first.
             while let Ok(ticket) = self.incoming.try_recv() {
-                if ticket.not_before.is_some_and(|t| t > now) {
-                    delayed.push(ticket);
-                    continue;
-                }
-                waiting.push(Waiting { sequence, ticket });
-                sequence += 1;
+                file(ticket, now, &mut waiting, &mut delayed, &mut sequence);
             }
             let Some(Waiting { ticket, sequence: place }) = waiting.pop() else { continue };
             if ticket.request.is_cancelled() {
-                ticket.request.complete(
-                    ticket.index,
-                    usize::MAX,
-                    usize::MAX,
-                    ticket.witness,
-                    vec![],
-                    Err(Error::Cancelled),
-                );
+                refuse(ticket, Error::Cancelled);
                 continue;
             }
             let pipeline = match self.place(&ticket) {
@@ -147,7 +145,7 @@ impl Scheduler {
                     continue;
                 }
                 Placement::Nowhere(err) => {
-                    ticket.request.complete(ticket.index, usize::MAX, usize::MAX, ticket.witness, vec![], Err(err));
+                    refuse(ticket, err);
                     continue;
                 }
             };

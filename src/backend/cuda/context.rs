@@ -254,7 +254,12 @@ impl GpuContext {
         // SAFETY: `range` is a live allocation of `len` bytes; the registration is undone in
         // `Drop` of the returned value, which the caller keeps no longer than the memory.
         match unsafe { raw::host_register(ptr, len) } {
-            Ok(()) => Ok(HostRegistration::Registered(PinnedRange { gpu: self.clone(), ptr: ptr as usize, len, unregistered: false })),
+            Ok(()) => Ok(HostRegistration::Registered(PinnedRange {
+                gpu: self.clone(),
+                ptr: ptr as usize,
+                len,
+                unregistered: false,
+            })),
             Err(DriverError(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)) => {
                 Ok(HostRegistration::AlreadyRegistered)
             }
