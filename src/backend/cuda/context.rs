@@ -198,6 +198,15 @@ impl GpuContext {
     pub fn ordinal(&self) -> usize {
         self.ordinal
     }
+    /// Holders of the driver context beside this value (streams, modules, buffers, events):
+    /// what keeps a broken context alive after this value is dropped.
+    pub(crate) fn context_holders(&self) -> usize {
+        Arc::strong_count(&self.ctx) - 1
+    }
+    /// The kernel modules loaded (each holds the driver context).
+    pub(crate) fn module_count(&self) -> usize {
+        ENTRY_POINTS.len()
+    }
     pub fn kernel_source(&self) -> KernelSource {
         self.loaded_from
     }

@@ -99,6 +99,7 @@ impl CudaDevice {
         let ranges: Vec<HostRange> = self.registered.lock().drain().map(|(range, _unregistered)| range).collect();
         let mut generation = self.generation.write();
         let old = generation.take().map(|g| g.gpu);
+        let mut old_context_holders = 0;
         if let Some(old) = old {
             old.clear_caches();
             // Work already queued on the streams' host threads holds the old streams until it
@@ -108,6 +109,9 @@ impl CudaDevice {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             let holders = Arc::strong_count(&old) - 1;
+            // The context value itself holds the driver context once, and each of its kernel
+            // modules once more.
+            old_context_holders = old.context_holders().saturating_sub(old.module_count());
             if holders > 0 {
                 return Err(Error::DeviceBroken {
                     device: self.ordinal,
@@ -120,7 +124,17 @@ impl CudaDevice {
                 });
             }
         }
-        let gpu = GpuContext::open(self.ordinal)?;
+        // What still holds the driver context once the old value goes (its own modules and
+        // tables go with it): with any holder left, the driver keeps the broken context, and
+        // opening a new one gets it back.
+        let remaining = old_context_holders;
+        let gpu = GpuContext::open(self.ordinal).map_err(|err| match remaining {
+            0 => err,
+            n => Error::DeviceBroken {
+                device: self.ordinal,
+                message: format!("{err}; {n} holders of the broken driver context beside the device's own remained"),
+            },
+        })?;
         let allocator = gpu.new_stream()?;
         for lanes in &live {
             *lanes.lock() = Some(Lanes::on(&gpu)?);
