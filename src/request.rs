@@ -180,12 +180,14 @@ impl RequestState {
             let again = match err.root_cause() {
                 // Another partition's failure (the shared key's upload it queued): this one
                 // goes round again as it was, without spending an attempt.
-                Error::SharedKeyFailed { .. } => requeue.then_some((attempt, requeues + 1, None)),
+                // (Lazily: a refused partition reports usize::MAX attempts and requeues, and
+                // an eager `+ 1` on it overflows.)
+                Error::SharedKeyFailed { .. } => requeue.then(|| (attempt, requeues + 1, None)),
                 // Memory the budget granted but the driver did not have: another process holds
                 // it. Pressure, not a failure of the device or the partition: wait and retry.
                 Error::OutOfMemory { .. } => requeue
                     .then(|| (attempt, requeues + 1, Some(std::time::Instant::now() + pressure_backoff(requeues)))),
-                _ if Self::retryable(err) => (attempt < self.retries).then_some((attempt + 1, requeues, None)),
+                _ if Self::retryable(err) => (attempt < self.retries).then(|| (attempt + 1, requeues, None)),
                 _ => None,
             };
             if let Some((attempt, requeues, not_before)) = again.filter(|_| !self.is_cancelled()) {

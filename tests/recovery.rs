@@ -2,7 +2,7 @@
 //! and a hung kernel are recovered from, a quarantined device is probed back into service,
 //! another process's memory is pressure and not failure, faults are drawn from the seed, and
 //! shutdown neither hangs nor strands a request. All on the CPU model's faulty devices; the
-//! sticky error on a GPU is `tests/cuda_pipeline.rs`'s.
+//! sticky error on a GPU is `tests/cuda_sticky.rs`'s.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -79,6 +79,42 @@ fn a_sticky_error_is_recovered_from_and_later_partitions_prove() {
     let outcomes = wait_each_within(&submit(&prover, &key, &witnesses), Duration::from_secs(60));
     assert_all_verify(&key, &witnesses, &outcomes);
     assert!(prover.is_resident(&key, 0));
+    assert!(prover.needs_restart().is_empty(), "a recovered device needs no restart");
+    assert_nothing_held(&prover, After::Requests);
+}
+
+/// A sticky error that outlives the context, as a real one does on CUDA (the driver keeps it
+/// until the process exits): the device goes out of service and the prover says a restart is
+/// needed and why; the partitions it broke prove on the other device; a request that may use
+/// only the broken device fails at once with a typed error instead of waiting for it.
+#[test]
+fn a_sticky_error_that_outlives_the_process_moves_work_away_and_asks_for_a_restart() {
+    let (_, key, witnesses) = setup(6, 8);
+    let config = ProverConfig { cpu_devices: 2, ..cpu_config(2) };
+    let injected = FaultInjection { devices: Some(vec![0]), sticky_needs_restart: true, ..armed(FaultSite::Sticky, 1) };
+    let prover = Prover::with_fault_injection(config, injected).unwrap();
+    let outcomes = wait_each_within(&submit(&prover, &key, &witnesses), Duration::from_secs(60));
+    assert_eq!(prover.faults().injected_by_site().get("Sticky"), Some(&1), "the sticky fault never hit");
+    assert_all_verify(&key, &witnesses, &outcomes);
+    // The monitor gives up on device 0 once its partitions have drained.
+    common::wait_until(Duration::from_secs(20), "device 0 going out of service", || !prover.needs_restart().is_empty());
+    let restart = prover.needs_restart();
+    assert_eq!(restart.iter().map(|(device, _)| *device).collect::<Vec<_>>(), vec![0], "{restart:?}");
+    assert!(restart[0].1.contains("restart the process"), "{restart:?}");
+    assert!(matches!(prover.device_status()[1].health, DeviceHealth::Healthy));
+    let only_broken = ProofRequest {
+        devices: Some(vec![0]),
+        ..ProofRequest::new(key.clone(), witnesses[..1].to_vec(), &mut fresh_rng())
+    };
+    // Bounded: waiting for a device that will not come back would fail here.
+    let outcome = wait_each_within(&prover.submit(only_broken).unwrap(), Duration::from_secs(10)).remove(0);
+    match outcome {
+        Err(err) => assert!(matches!(err.root_cause(), Error::DeviceBroken { device: 0, .. }), "{err}"),
+        Ok(_) => panic!("a device out of service proved"),
+    }
+    // Later requests go on proving on the other device.
+    let outcomes = wait_each_within(&submit(&prover, &key, &witnesses), Duration::from_secs(60));
+    assert_all_verify(&key, &witnesses, &outcomes);
     assert_nothing_held(&prover, After::Requests);
 }
 

@@ -138,6 +138,8 @@ pub struct FaultInjector {
     lose_jobs_at: Mutex<Option<Stage>>,
     /// Whether MSM results come back wrong.
     wrong_results: AtomicBool,
+    /// Whether an injected sticky error outlives recovery, as a real one does on CUDA.
+    sticky_needs_restart: AtomicBool,
     /// Sites armed to fail their next operations, and how many.
     armed: Mutex<BTreeMap<FaultSite, usize>>,
     /// A stage armed with `PanicOutsideStage` panics there (default: admission, one thread).
@@ -164,6 +166,7 @@ impl FaultInjector {
             seed,
             lose_jobs_at: Mutex::new(None),
             wrong_results: AtomicBool::new(false),
+            sticky_needs_restart: AtomicBool::new(false),
             armed: Mutex::new(BTreeMap::new()),
             panic_outside_at: Mutex::new(None),
             others_use_bytes: AtomicU64::new(0),
@@ -207,6 +210,13 @@ impl FaultInjector {
     /// Ends [`FaultInjector::return_wrong_results`]: the device computes right again.
     pub fn return_right_results(&self) {
         self.wrong_results.store(false, Ordering::SeqCst);
+    }
+
+    /// Makes an injected sticky error outlive every recovery, as a real one does on CUDA (the
+    /// driver keeps it until the process exits): the device goes out of service and the
+    /// prover says it needs a restart.
+    pub fn make_sticky_errors_need_restart(&self) {
+        self.sticky_needs_restart.store(true, Ordering::SeqCst);
     }
 
     /// Makes the actor of `stage` drop every job it is given without an outcome, as a message
@@ -435,6 +445,14 @@ impl Device for FaultyDevice {
     /// does, then recovers the device beneath.
     fn recover(&self) -> Result<()> {
         self.state.release_hung();
+        if self.faults.sticky_needs_restart.load(Ordering::SeqCst) {
+            if let Some(message) = self.state.broken.lock().clone() {
+                return Err(Error::DeviceBroken {
+                    device: self.ordinal(),
+                    message: format!("{message}; the error outlives the context: restart the process"),
+                });
+            }
+        }
         *self.state.broken.lock() = None;
         self.inner.recover()
     }

@@ -122,6 +122,9 @@ pub struct FaultInjection {
     /// Every MSM result copied back from a faulty device is wrong (as a silently failing GPU's
     /// would be): the proof assembled from it fails verification.
     pub wrong_results: bool,
+    /// An injected sticky error outlives recovery, as a real one does on CUDA: the device
+    /// goes out of service and [`Prover::needs_restart`] lists it.
+    pub sticky_needs_restart: bool,
     /// Sites armed to fail their next operations (in partitions' stages), and how many: the
     /// sites real devices fail at one at a time (a hang, a sticky error, an event failure).
     pub armed: Vec<(FaultSite, usize)>,
@@ -290,6 +293,9 @@ impl Prover {
         let faults = FaultInjector::new(injected.rate, injected.seed);
         if let Some(stage) = injected.lose_jobs_at {
             faults.lose_jobs_at(stage);
+        }
+        if injected.sticky_needs_restart {
+            faults.make_sticky_errors_need_restart();
         }
         if injected.wrong_results {
             faults.return_wrong_results();
@@ -522,6 +528,22 @@ impl Prover {
                 quarantined: p.is_failing(),
                 recoveries: p.recoveries(),
                 in_flight: p.load(),
+            })
+            .collect()
+    }
+
+    /// The devices this process can no longer use, with why: each one's recovery failed, so
+    /// it takes no work for the rest of the prover's life. On CUDA that is what a sticky
+    /// error (an illegal address, a trapping kernel) leads to, since the driver keeps the
+    /// error until the process exits (see `docs/library.md`, "A GPU that breaks"). A node
+    /// that sees this drains the prover and restarts the process to have the GPU back; an
+    /// empty list means every device is healthy, quarantined or still recovering.
+    pub fn needs_restart(&self) -> Vec<(usize, String)> {
+        self.pipelines
+            .iter()
+            .filter_map(|p| match p.health() {
+                DeviceHealth::OutOfService { cause } => Some((p.ordinal, cause)),
+                _ => None,
             })
             .collect()
     }

@@ -118,22 +118,43 @@ impl CudaDevice {
                     message: format!(
                         "it cannot be recovered: {holders} objects of its broken context are still held (work stuck \
                          on it?); held by {holders_before} before the device dropped its {lanes_held} streams' lanes \
-                         and {} page-locked ranges, {holders_without_lanes} after the lanes",
-                        ranges.len()
+                         and {} page-locked ranges, {holders_without_lanes} after the lanes; restart the process to \
+                         use GPU {} again",
+                        ranges.len(),
+                        self.ordinal
                     ),
                 });
             }
         }
         // What still holds the driver context once the old value goes (its own modules and
-        // tables go with it): with any holder left, the driver keeps the broken context, and
-        // opening a new one gets it back.
+        // tables go with it). With a holder left it would be used after the reset below.
         let remaining = old_context_holders;
-        let gpu = GpuContext::open(self.ordinal).map_err(|err| match remaining {
-            0 => err,
-            n => Error::DeviceBroken {
+        if remaining > 0 {
+            return Err(Error::DeviceBroken {
                 device: self.ordinal,
-                message: format!("{err}; {n} holders of the broken driver context beside the device's own remained"),
-            },
+                message: format!(
+                    "it cannot be recovered: {remaining} holders of the broken driver context beside the device's \
+                     own remained; restart the process to use GPU {} again",
+                    self.ordinal
+                ),
+            });
+        }
+        // Releasing the last retain does not clear a sticky error: the next retain gets the
+        // broken context back. Resetting the primary context does.
+        // SAFETY: this device made nothing on the old context that is still held (checked
+        // above: no lanes, no allocator, no buffers, no registrations, no holders of the driver
+        // context). Another prover of this process on the same GPU shares the primary context;
+        // its work there already fails with the sticky error, and its own recovery replaces
+        // what it held (the driver refuses handles of a destroyed context with an error).
+        unsafe { super::raw::primary_context_reset(self.ordinal) }
+            .map_err(|err| super::context::driver_error(self.ordinal, "reset the primary context", err))?;
+        let gpu = GpuContext::open(self.ordinal).map_err(|err| Error::DeviceBroken {
+            device: self.ordinal,
+            message: format!(
+                "{err}: the CUDA driver keeps a sticky error for the life of the process (a reset primary context and \
+                 a new context both fail with it); restart the process to use GPU {} again",
+                self.ordinal
+            ),
         })?;
         let allocator = gpu.new_stream()?;
         for lanes in &live {

@@ -47,3 +47,17 @@ pub unsafe fn memset_u32(
 ) -> Result<(), DriverError> {
     sys::cuMemsetD32Async(dst, value, count, stream).result()
 }
+
+/// Destroys the primary context of GPU `ordinal` in this process, with every allocation,
+/// module and stream made on it, and resets the device's state, so that the next retain makes
+/// a fresh context. After a sticky error (an illegal address, a trap) releasing every retain
+/// and retaining again gives back the broken context; a reset is what clears it.
+///
+/// # Safety
+/// Nothing made on that context (by this value or any other in the process) may be used
+/// again: every pointer, stream and module of it becomes dangling at once.
+pub unsafe fn primary_context_reset(ordinal: usize) -> Result<(), DriverError> {
+    let mut device: sys::CUdevice = 0;
+    sys::cuDeviceGet(&mut device, ordinal as std::ffi::c_int).result()?;
+    sys::cuDevicePrimaryCtxReset_v2(device).result()
+}
