@@ -65,6 +65,18 @@ pub enum Error {
     #[error("the witness does not satisfy constraint {index}{}", name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default())]
     Unsatisfied { index: usize, name: Option<String> },
 
+    /// With the evaluation check on, the witness that recorded constraint matrices and
+    /// witness-only synthesis give differs from full synthesis's. `what` says where: `"a"`,
+    /// `"b"` or `"c"` of constraint `index`; `"input"` or `"aux"` variable `index`;
+    /// `"a_aux_density"`, `"b_input_density"` or `"b_aux_density"` bit `index`; or a count
+    /// (`"num_constraints"`, `"num_inputs"`, `"num_aux"`) that full synthesis has as `index`.
+    #[error(
+        "{detail}: the circuit's constraint structure depends on its witness, a gadget's \
+         witness-only path allocates other variables, or the matrices were recorded for another \
+         circuit shape; record them again from this circuit"
+    )]
+    MatricesMismatch { what: &'static str, index: usize, detail: String },
+
     /// The r and s vectors of a batch do not match the number of circuits.
     #[error("randomness of the wrong length: {circuits} circuits but {r} values of r and {s} of s")]
     RandomnessLength { circuits: usize, r: usize, s: usize },

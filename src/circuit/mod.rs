@@ -4,10 +4,17 @@
 //! [`Witness::synthesize`] runs a bellperson circuit through the project's own constraint
 //! system (see [`synthesize`]), which records exactly what bellperson's `ProvingAssignment`
 //! records, so the parameters' query vectors line up with the scalars here.
+//!
+//! The constraints are the same for every proof of a circuit shape: [`matrices`] records them
+//! once as sparse matrices ([`ConstraintMatrices`]), and [`Witness::synthesize_with`] then
+//! needs only the variables' values, from witness-only synthesis, and one sparse product per
+//! matrix.
 
+pub mod matrices;
 pub mod packed;
 pub mod synthesize;
 
+pub use matrices::{witness_assignment, ConstraintMatrices, EvaluationCheck, SparseMatrix};
 pub use packed::PackedDensity;
 
 use rayon::prelude::*;
@@ -180,6 +187,33 @@ impl Witness {
     /// `check` on, [`crate::Error::Unsatisfied`] naming the first violated constraint.
     pub fn synthesize<C: bellperson::Circuit<Scalar>>(circuit: C, check: SatisfactionCheck) -> Result<Witness> {
         synthesize::synthesize_witness(circuit, check)
+    }
+
+    /// The witness of the variable values `inputs` (ONE first) and `aux` for the circuit shape
+    /// `matrices` was recorded from: a, b and c from [`ConstraintMatrices::evaluate`], the
+    /// densities the matrices'.
+    ///
+    /// Errors: [`crate::Error::MalformedWitness`] if an assignment's length is not the
+    /// matrices'.
+    pub fn from_matrices(matrices: &ConstraintMatrices, inputs: Vec<Scalar>, aux: Vec<Scalar>) -> Result<Witness> {
+        matrices::witness_from_matrices(matrices, inputs, aux)
+    }
+
+    /// Synthesizes `circuit` with constraint matrices recorded from its shape: witness-only
+    /// synthesis for the values ([`matrices::witness_assignment`]), then
+    /// [`Witness::from_matrices`]. Equal to [`Witness::synthesize`] with the satisfaction check
+    /// off, for a circuit whose constraints do not depend on its witness.
+    ///
+    /// With `check` on, the circuit (a clone of it) is also synthesized in full and compared:
+    /// [`crate::Error::MatricesMismatch`] names the first variable, constraint evaluation or
+    /// density bit that differs. Other errors: those of synthesis and of
+    /// [`Witness::from_matrices`].
+    pub fn synthesize_with<C: bellperson::Circuit<Scalar> + Clone>(
+        circuit: C,
+        matrices: &ConstraintMatrices,
+        check: EvaluationCheck,
+    ) -> Result<Witness> {
+        matrices::synthesize_with_matrices(circuit, matrices, check)
     }
 
     /// The witness's sizes.
