@@ -447,9 +447,10 @@ impl Device for FaultyDevice {
         self.state.release_hung();
         if self.faults.sticky_needs_restart.load(Ordering::SeqCst) {
             if let Some(message) = self.state.broken.lock().clone() {
-                return Err(Error::DeviceBroken {
+                return Err(Error::Device {
                     device: self.ordinal(),
-                    message: format!("{message}; the error outlives the context: restart the process"),
+                    operation: "recover the context",
+                    message: format!("{message}: the error outlives the context; restart the process"),
                 });
             }
         }

@@ -113,8 +113,9 @@ impl CudaDevice {
             // modules once more.
             old_context_holders = old.context_holders().saturating_sub(old.module_count());
             if holders > 0 {
-                return Err(Error::DeviceBroken {
+                return Err(Error::Device {
                     device: self.ordinal,
+                    operation: "recover the context",
                     message: format!(
                         "it cannot be recovered: {holders} objects of its broken context are still held (work stuck \
                          on it?); held by {holders_before} before the device dropped its {lanes_held} streams' lanes \
@@ -130,8 +131,9 @@ impl CudaDevice {
         // tables go with it). With a holder left it would be used after the reset below.
         let remaining = old_context_holders;
         if remaining > 0 {
-            return Err(Error::DeviceBroken {
+            return Err(Error::Device {
                 device: self.ordinal,
+                operation: "recover the context",
                 message: format!(
                     "it cannot be recovered: {remaining} holders of the broken driver context beside the device's \
                      own remained; restart the process to use GPU {} again",
@@ -148,13 +150,20 @@ impl CudaDevice {
         // what it held (the driver refuses handles of a destroyed context with an error).
         unsafe { super::raw::primary_context_reset(self.ordinal) }
             .map_err(|err| super::context::driver_error(self.ordinal, "reset the primary context", err))?;
-        let gpu = GpuContext::open(self.ordinal).map_err(|err| Error::DeviceBroken {
-            device: self.ordinal,
-            message: format!(
-                "{err}: the CUDA driver keeps a sticky error for the life of the process (a reset primary context and \
-                 a new context both fail with it); restart the process to use GPU {} again",
-                self.ordinal
-            ),
+        let gpu = GpuContext::open(self.ordinal).map_err(|err| {
+            let cause = match err {
+                Error::DeviceBroken { message, .. } => message,
+                other => other.to_string(),
+            };
+            Error::Device {
+                device: self.ordinal,
+                operation: "recover the context",
+                message: format!(
+                    "{cause}: the CUDA driver keeps a sticky error for the life of the process (a reset primary \
+                     context and a new context both fail with it); restart the process to use GPU {} again",
+                    self.ordinal
+                ),
+            }
         })?;
         let allocator = gpu.new_stream()?;
         for lanes in &live {
