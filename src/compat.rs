@@ -30,31 +30,34 @@ use bellperson::{Circuit, SynthesisError};
 use blstrs::Bls12;
 use ff::Field;
 use rand_core::RngCore;
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::backend::BackendKind;
-use crate::circuit::{SatisfactionCheck, Witness};
+use crate::circuit::WitnessShape;
 use crate::params::ProvingKey;
-use crate::prover::{Priority, ProofRequest, Prover, ProverConfig};
+use crate::prover::{KeyFor, Priority, Prover, ProverConfig};
 use crate::{Error, Result, Scalar};
 
 /// Where a batch's time went.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct BatchTimings {
-    /// Synthesizing every circuit (in parallel), wall time.
+    /// Synthesizing the circuits, summed over them: it overlaps the proving (only the first
+    /// circuit's, when its shape picks the key, comes before it).
     pub synthesis: Duration,
     /// Finding the proving key in the prover's key cache, or building it on a miss (zero when
     /// the caller passed the key).
     pub key: Duration,
-    /// From submitting the witnesses until the last proof came back, waiting included.
+    /// From submitting the partitions until the last proof came back, waiting and the
+    /// synthesis it overlaps included.
     pub proving: Duration,
     /// Of `proving`, the wait before the first partition reached a device, when known.
     pub queue: Option<Duration>,
 }
 
-/// Synthesizes `circuits` in parallel and proves them with `key` on `prover` at `priority`,
-/// `r[i]` and `s[i]` blinding proof `i`; the proofs in order, and where the time went.
+/// Proves `circuits` with `key` on `prover` at `priority`, `r[i]` and `s[i]` blinding proof
+/// `i`, each circuit synthesized by this call's threads when the pipeline's synthesis stage
+/// asks for it, so that synthesis overlaps proving; the proofs in order, and where the time
+/// went.
 ///
 /// Fails with [`Error::RandomnessLength`] unless there are as many r's and s's as circuits,
 /// with [`Error::EmptyRequest`] for no circuits, and with [`Error::ParamsMismatch`] when a
@@ -71,13 +74,12 @@ where
     C: Circuit<Scalar> + Send,
 {
     check_batch(circuits.len(), &r, &s)?;
-    let (witnesses, synthesis) = synthesize_all(circuits)?;
-    let (proofs, proving, queue) = prove_witnesses(prover, key, witnesses, r, s, priority)?;
-    Ok((proofs, BatchTimings { synthesis, key: Duration::ZERO, proving, queue }))
+    prove_circuits(prover, KeyFor::Known(key), circuits, r, s, priority)
 }
 
 /// [`prove_batch`] with the key from `prover`'s key cache for `params`, cut for the first
-/// circuit's shape as bellperson does (built only on a miss).
+/// circuit's shape as bellperson does (built only on a miss). The first circuit is
+/// synthesized before the others, as its shape picks the key.
 pub fn prove_batch_from_source<C, P>(
     prover: &Prover,
     params: P,
@@ -91,13 +93,32 @@ where
     P: ParameterSource<Bls12>,
 {
     check_batch(circuits.len(), &r, &s)?;
-    let (witnesses, synthesis) = synthesize_all(circuits)?;
+    let find = KeyFor::Shape(Box::new(move |shape: &WitnessShape| prover.key_for_source(params, shape)));
+    prove_circuits(prover, find, circuits, r, s, priority)
+}
+
+/// The batch through [`Prover::prove_circuits`], synthesized on as many threads as the
+/// machine has.
+fn prove_circuits<C: Circuit<Scalar> + Send>(
+    prover: &Prover,
+    key: KeyFor<'_>,
+    circuits: Vec<C>,
+    r: Vec<Scalar>,
+    s: Vec<Scalar>,
+    priority: Priority,
+) -> Result<(Vec<Proof<Bls12>>, BatchTimings)> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let started = Instant::now();
-    let first = witnesses.first().ok_or(Error::EmptyRequest)?;
-    let key = prover.key_for_source(params, &first.shape())?;
-    let key_time = started.elapsed();
-    let (proofs, proving, queue) = prove_witnesses(prover, key, witnesses, r, s, priority)?;
-    Ok((proofs, BatchTimings { synthesis, key: key_time, proving, queue }))
+    let batch = prover.prove_circuits(key, circuits, r, s, priority, threads)?;
+    let total = started.elapsed();
+    let proving = total.saturating_sub(batch.before_proving);
+    let timings = BatchTimings {
+        synthesis: batch.synthesis_time,
+        key: batch.key_time,
+        proving,
+        queue: batch.handle.queued_for().map(|queue| queue.min(proving)),
+    };
+    Ok((batch.proofs, timings))
 }
 
 /// bellperson's error for a snarkpipe failure: an I/O error of kind `Other` whose message is
@@ -271,35 +292,6 @@ fn check_batch(circuits: usize, r: &[Scalar], s: &[Scalar]) -> Result<()> {
         return Err(Error::EmptyRequest);
     }
     Ok(())
-}
-
-/// Every circuit's witness, synthesized in parallel, and how long that took.
-fn synthesize_all<C: Circuit<Scalar> + Send>(circuits: Vec<C>) -> Result<(Vec<Witness>, Duration)> {
-    let started = Instant::now();
-    let witnesses = circuits
-        .into_par_iter()
-        .map(|circuit| Witness::synthesize(circuit, SatisfactionCheck::Off))
-        .collect::<Result<Vec<_>>>()?;
-    Ok((witnesses, started.elapsed()))
-}
-
-/// Every synthesized witness, with its own r and s, streamed through `prover`; the proofs,
-/// how long they took, and how much of that they waited before reaching a device.
-fn prove_witnesses(
-    prover: &Prover,
-    key: Arc<ProvingKey>,
-    witnesses: Vec<Witness>,
-    r: Vec<Scalar>,
-    s: Vec<Scalar>,
-    priority: Priority,
-) -> Result<(Vec<Proof<Bls12>>, Duration, Option<Duration>)> {
-    let started = Instant::now();
-    let request =
-        ProofRequest { key, partitions: witnesses.into_iter().map(Arc::new).collect(), r, s, priority, devices: None };
-    let handle = prover.submit(request)?;
-    let proofs = handle.wait()?;
-    let proving = started.elapsed();
-    Ok((proofs, proving, handle.queued_for().map(|queue| queue.min(proving))))
 }
 
 /// The prover the compat functions share, started on first use. `SNARKPIPE_BACKEND`

@@ -89,6 +89,14 @@ pub enum Error {
     #[error("partition needs {needed_bytes} bytes of device memory but device {device} has only {capacity_bytes} bytes for proving; use a larger GPU or a smaller partition")]
     PlanExceedsDevice { device: usize, needed_bytes: u64, capacity_bytes: u64 },
 
+    /// A circuit's witness would take more host memory than the prover may give all the
+    /// witnesses it synthesizes at once.
+    #[error(
+        "the witness of this circuit needs {needed_bytes} bytes of host memory, more than the synthesis budget of \
+         {capacity_bytes} bytes: raise ProverConfig::synthesis_host_bytes"
+    )]
+    WitnessExceedsHostBudget { needed_bytes: u64, capacity_bytes: u64 },
+
     /// The device (real or modelled) could not allocate memory.
     #[error("device {device} is out of memory: asked for {requested_bytes} bytes")]
     OutOfMemory { device: usize, requested_bytes: u64 },

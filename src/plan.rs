@@ -110,3 +110,11 @@ pub fn key_chunk_points(room: u64, key_points: usize) -> Option<usize> {
     let chunk = fitting.min(MAX_KEY_CHUNK_POINTS).min(key_points.max(MIN_KEY_CHUNK_POINTS));
     (chunk >= MIN_KEY_CHUNK_POINTS).then_some(chunk)
 }
+
+/// Host bytes of a synthesized witness of a circuit whose key has a domain of `domain`
+/// points, `inputs` inputs (ONE included) and `aux` aux variables: a, b and c (at most one
+/// evaluation per point of the domain), both assignments, and a byte per variable for each of
+/// the three densities. What the host-memory budget grants a partition before it synthesizes.
+pub const fn witness_host_bytes(domain: usize, inputs: usize, aux: usize) -> u64 {
+    scalar_bytes(3 * domain + inputs + aux) + (inputs + 2 * aux) as u64
+}

@@ -13,7 +13,7 @@ use blstrs::{Bls12, Scalar};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::circuit::Witness;
+use crate::circuit::{DeferredCircuit, Witness};
 use crate::error::{Error, Result};
 use crate::params::ProvingKey;
 
@@ -42,11 +42,31 @@ pub enum Priority {
     Critical,
 }
 
+/// What a partition is proved from.
+#[derive(Clone, Debug)]
+pub enum PartitionInput {
+    /// A synthesized witness.
+    Witness(Arc<Witness>),
+    /// A circuit the synthesis stage synthesizes; once it has, the partition carries its
+    /// witness (a retry does not synthesize again).
+    Circuit(Arc<DeferredCircuit>),
+}
+
+impl PartitionInput {
+    /// The witness, once there is one.
+    pub fn witness(&self) -> Option<&Arc<Witness>> {
+        match self {
+            PartitionInput::Witness(witness) => Some(witness),
+            PartitionInput::Circuit(_) => None,
+        }
+    }
+}
+
 /// One partition waiting to be placed on a device.
 pub struct Ticket {
     pub request: Arc<RequestState>,
     pub index: usize,
-    pub witness: Arc<Witness>,
+    pub input: PartitionInput,
     pub attempt: usize,
     /// Devices this partition failed on before.
     pub avoid: Vec<usize>,
@@ -171,7 +191,7 @@ impl RequestState {
         index: usize,
         attempt: usize,
         requeues: usize,
-        witness: Arc<Witness>,
+        input: PartitionInput,
         avoid: Vec<usize>,
         outcome: Result<Proof<Bls12>>,
     ) {
@@ -192,7 +212,7 @@ impl RequestState {
             };
             if let Some((attempt, requeues, not_before)) = again.filter(|_| !self.is_cancelled()) {
                 tracing::warn!(request = self.id, partition = index, attempt, %err, "sending a failed partition round again");
-                let ticket = Ticket { request: self.clone(), index, witness, attempt, avoid, requeues, not_before };
+                let ticket = Ticket { request: self.clone(), index, input, attempt, avoid, requeues, not_before };
                 // A prover that stopped takes nothing: the failure stands.
                 if self.resubmit.send(ticket).is_ok() {
                     return;
@@ -223,11 +243,13 @@ impl RequestState {
             Error::Cancelled
                 | Error::ShutDown
                 | Error::PlanExceedsDevice { .. }
+                | Error::WitnessExceedsHostBudget { .. }
                 | Error::ParamsMismatch { .. }
                 | Error::UnexpectedIdentity
                 | Error::InvalidPoint(_)
                 | Error::MalformedWitness(_)
                 | Error::MissingAssignment
+                | Error::Synthesis(_)
                 | Error::Unsatisfied { .. }
                 | Error::EmptyCircuit
                 | Error::DomainTooLarge { .. }

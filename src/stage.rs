@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 macro_rules! stage_list {
     ($then:ident) => {
         $then! {
+            /// Synthesizing a partition submitted as a circuit (nothing for a witness), under
+            /// the host-memory budget.
+            Synthesize "synthesize" "#66bb6a" synthesize::Synthesize,
             /// Waiting for the memory budget to grant the partition's device memory (and room
             /// for its proving key when that is not resident).
             Admission "admission" "#9e9e9e" admission::Admission,

@@ -260,6 +260,25 @@ fn a_2ms_gap_lowers_busy_and_is_reported_with_what_it_waited_on() {
     assert_eq!(json["idle_gaps"][0]["waiting_on"]["stage"], "pin");
 }
 
+/// A device gap that ends when a partition's synthesis does is time the device waited on
+/// synthesis; its negative twin, the same gap ending on pin, is not.
+#[test]
+fn a_gap_that_ends_with_a_synthesis_is_waiting_on_synthesis() {
+    let run = |stage: Stage| {
+        Builder::new()
+            .span(stream(0, "compute"), Stage::Ntt, 0, 0.0, 2.0)
+            .span(actor("synthesize", Some(0), Some(1)), stage, 1, 0.5, 4.9)
+            .span(stream(0, "copy"), Stage::Htod, 1, 5.0, 6.0)
+            .build()
+    };
+    let summary = summarize(&run(Stage::Synthesize));
+    assert!((summary.waited_on_synthesis_s[&0] - 3.0 * MS).abs() < EPS, "{:?}", summary.waited_on_synthesis_s);
+    assert!(summary.to_string().contains("waited on synthesis: gpu0 3.000 ms"), "{summary}");
+    let summary = summarize(&run(Stage::Pin));
+    assert_eq!(summary.waited_on_synthesis_s[&0], 0.0);
+    assert!(summary.to_string().contains("no device waited on synthesis"), "{summary}");
+}
+
 #[test]
 fn a_half_millisecond_gap_is_not_reported() {
     let summary = summarize(&run_with_gap(0.5));

@@ -19,7 +19,7 @@ impl StageLogic for Admission {
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         let pipeline = job.pipeline.clone();
         let device = pipeline.device.as_ref();
-        let shape = job.witness.shape();
+        let shape = job.witness()?.shape();
         let plan = partition_plan_bytes(device, &shape, job.log_n);
         job.msm_pass_points = device.min_msm_pass_points();
         let resident = pipeline.resident_key(&job.key);

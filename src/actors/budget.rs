@@ -233,10 +233,13 @@ impl std::fmt::Debug for Grant {
     }
 }
 
-/// A handle to a device's budget actor.
+/// A handle to a budget actor: a device's memory, or the host memory witnesses take.
 #[derive(Clone)]
 pub struct MemoryBudget {
     device: usize,
+    /// The host-memory budget (its `device` is unused): a plan that can never fit is a witness
+    /// larger than the host budget.
+    host: bool,
     capacity_bytes: u64,
     addr: Addr<BudgetActor>,
     mirror: Arc<BudgetMirror>,
@@ -298,7 +301,12 @@ impl MemoryBudget {
         let mirror = Arc::new(BudgetMirror::default());
         let actor =
             BudgetActor { ledger: BudgetLedger::new(device, capacity_bytes), releaser: None, mirror: mirror.clone() };
-        MemoryBudget { device, capacity_bytes, addr: actor.start(), mirror, next_request: Arc::default() }
+        MemoryBudget { device, host: false, capacity_bytes, addr: actor.start(), mirror, next_request: Arc::default() }
+    }
+
+    /// Starts the prover-wide budget of host memory for synthesized witnesses.
+    pub fn start_host(capacity_bytes: u64) -> MemoryBudget {
+        MemoryBudget { host: true, ..MemoryBudget::start(usize::MAX, capacity_bytes) }
     }
 
     pub fn capacity_bytes(&self) -> u64 {
@@ -307,6 +315,9 @@ impl MemoryBudget {
 
     /// Queues a request for `bytes`. A plan that can never fit fails now.
     pub fn request(&self, bytes: u64) -> Result<PendingGrant> {
+        if bytes > self.capacity_bytes && self.host {
+            return Err(Error::WitnessExceedsHostBudget { needed_bytes: bytes, capacity_bytes: self.capacity_bytes });
+        }
         if bytes > self.capacity_bytes {
             return Err(Error::PlanExceedsDevice {
                 device: self.device,

@@ -20,7 +20,7 @@ use crate::circuit::{PackedDensity, Witness};
 use crate::error::{Error, Result};
 use crate::memory::{PinLease, PinnedScalars};
 use crate::params::ProvingKey;
-use crate::request::{InFlightToken, RequestState};
+use crate::request::{InFlightToken, PartitionInput, RequestState};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
 
@@ -148,10 +148,12 @@ pub struct PartitionJob {
     pub index: usize,
     /// A number unique within the prover, used on the timeline.
     pub partition_id: usize,
-    pub witness: Arc<Witness>,
+    /// A witness, or until the synthesis stage has run, a circuit.
+    pub input: PartitionInput,
     pub key: Arc<ProvingKey>,
     pub r: Scalar,
     pub s: Scalar,
+    /// The domain's size; for a circuit, the key's until the synthesis stage has run.
     pub log_n: u32,
     pub pipeline: Arc<DevicePipeline>,
     /// Which compute stream (worker) of the device runs its NTT and MSM.
@@ -179,6 +181,8 @@ pub struct PartitionJob {
     /// The key's host vectors, page-locked while a streamed key's chunks are copied.
     pub key_pins: Vec<PinLease>,
     pub grant: Option<Grant>,
+    /// The host-memory budget's grant for the witness this job synthesized.
+    pub host_grant: Option<Grant>,
     /// The partition's place among those in flight on its device (the oldest runs first).
     pub admission: Option<AdmissionTicket>,
     pub streams_used: Vec<Arc<dyn DeviceStream>>,
@@ -201,6 +205,17 @@ impl PartitionJob {
     /// The partition's place among those in flight on its device, for its work's tags.
     pub fn seniority(&self) -> Seniority {
         self.admission.as_ref().map(AdmissionTicket::seniority).unwrap_or_default()
+    }
+
+    /// The partition's witness: there is one from the synthesis stage on.
+    pub fn witness(&self) -> Result<&Arc<Witness>> {
+        self.input.witness().ok_or_else(|| PartitionJob::missing("witness"))
+    }
+
+    /// Memory the partition holds on the host while it is in flight: its witness, once
+    /// synthesized here, under the host-memory budget's grant.
+    pub fn host_grant_bytes(&self) -> u64 {
+        self.host_grant.as_ref().map_or(0, |g| g.bytes())
     }
 
     /// This partition as the uploader of a key.
@@ -231,6 +246,9 @@ impl PartitionJob {
         args.insert("worker".into(), self.worker.into());
         if stage == Stage::Admission {
             args.insert("bytes".into(), self.grant.as_ref().map_or(0, |g| g.bytes()).into());
+        }
+        if stage == Stage::Synthesize {
+            args.insert("host_bytes".into(), self.host_grant_bytes().into());
         }
         args
     }
@@ -281,6 +299,7 @@ impl PartitionJob {
             self.resident_key.take(),
             std::mem::take(&mut self.key_pins),
             self.grant.take(),
+            self.host_grant.take(),
         );
         self.pipeline.strand(Box::new(held));
     }
@@ -327,14 +346,14 @@ impl PartitionJob {
         });
         self.pipeline.record_outcome(device_failure);
         let (request, index, attempt, requeues) = (self.request.clone(), self.index, self.attempt, self.requeues);
-        let (witness, device) = (self.witness.clone(), self.pipeline.ordinal);
+        let (input, device) = (self.input.clone(), self.pipeline.ordinal);
         let mut avoid = std::mem::take(&mut self.avoid);
         if outcome.is_err() {
             avoid.push(device);
         }
         // Fields drop in declaration order: results, buffers, pinned inputs, key, grant, token.
         drop(self);
-        request.complete(index, attempt, requeues, witness, avoid, outcome);
+        request.complete(index, attempt, requeues, input, avoid, outcome);
     }
 }
 
@@ -360,10 +379,11 @@ impl Drop for PartitionJob {
         drop(self.resident_key.take());
         self.key_pins.clear();
         drop(self.grant.take());
+        drop(self.host_grant.take());
         drop(self.admission.take());
         drop(self._token.take());
         let mut avoid = std::mem::take(&mut self.avoid);
         avoid.push(self.pipeline.ordinal);
-        self.request.complete(self.index, self.attempt, self.requeues, self.witness.clone(), avoid, Err(err));
+        self.request.complete(self.index, self.attempt, self.requeues, self.input.clone(), avoid, Err(err));
     }
 }

@@ -33,10 +33,11 @@ macro_rules! stage_actors {
             concat!(stringify!($module::$logic), " runs another stage than its line in the stage list"),
         );)*
 
-        /// Starts every stage's actors for device `device` with `workers` workers; the
-        /// addresses are in the order of [`crate::stage::Stage::ALL`].
-        pub(crate) fn start_stage_actors(device: usize, workers: usize) -> Vec<Recipient<Advance>> {
-            vec![$(stage_actor::StageActor::<$module::$logic>::start(device, workers).recipient()),*]
+        /// Starts every stage's actors for device `device` with `workers` workers and up to
+        /// `in_flight` partitions in flight; the addresses are in the order of
+        /// [`crate::stage::Stage::ALL`].
+        pub(crate) fn start_stage_actors(device: usize, workers: usize, in_flight: usize) -> Vec<Recipient<Advance>> {
+            vec![$(stage_actor::StageActor::<$module::$logic>::start(device, workers, in_flight).recipient()),*]
         }
     };
 }

@@ -42,7 +42,7 @@ impl StageLogic for Pin {
 
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         let pipeline = job.pipeline.clone();
-        let witness = &job.witness;
+        let witness = &job.witness()?.clone();
         let stage = |part: WitnessPart| -> Result<StagedVector> {
             let values = part.of(witness);
             match pipeline.staging {

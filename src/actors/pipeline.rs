@@ -130,6 +130,8 @@ pub struct DevicePipeline {
     pub ordinal: usize,
     pub device: Arc<dyn Device>,
     pub budget: MemoryBudget,
+    /// The prover-wide host-memory budget the synthesis stage takes witnesses' memory from.
+    pub host_budget: MemoryBudget,
     pub pool: PinnedPool,
     pub copy_in: Arc<dyn DeviceStream>,
     /// Per worker, the stream its partitions' results come back on. One per worker, not per
@@ -189,6 +191,7 @@ impl DevicePipeline {
         host_pins: Arc<HostPinTable>,
         staging: StagingMode,
         budget_bytes: u64,
+        host_budget: MemoryBudget,
         workers: usize,
         in_flight: usize,
         stage_timeout: Duration,
@@ -211,6 +214,7 @@ impl DevicePipeline {
         let pipeline = Arc::new(DevicePipeline {
             ordinal,
             budget: MemoryBudget::start(ordinal, budget_bytes),
+            host_budget,
             pool: PinnedPool::new(registry, 6 * in_flight.max(1)),
             device,
             copy_in,
@@ -232,7 +236,7 @@ impl DevicePipeline {
             stranded: Mutex::new(Vec::new()),
             recoveries: AtomicUsize::new(0),
         });
-        let _ = pipeline.stages.set(super::start_stage_actors(ordinal, workers));
+        let _ = pipeline.stages.set(super::start_stage_actors(ordinal, workers, in_flight.max(1)));
         Ok(pipeline)
     }
 

@@ -38,6 +38,9 @@ pub enum Threads {
     One,
     /// One per worker (compute stream), so that the workers' partitions overlap.
     PerWorker,
+    /// One per partition the device takes in flight: host work as long as the device's
+    /// (synthesis), so that every partition in flight can be at it at once.
+    PerPartitionInFlight,
 }
 
 /// A sync actor running one stage's logic on its own thread.
@@ -52,13 +55,14 @@ impl<S: StageLogic> Actor for StageActor<S> {
 }
 
 impl<S: StageLogic> StageActor<S> {
-    /// Starts the stage's instances for a device with `workers` workers, each on its own
-    /// thread (a fresh instance replaces one after a panic: actix's sync arbiter restarts an
-    /// actor that stops).
-    pub fn start(device: usize, workers: usize) -> Addr<StageActor<S>> {
+    /// Starts the stage's instances for a device with `workers` workers and up to
+    /// `in_flight` partitions in flight, each on its own thread (a fresh instance replaces one
+    /// after a panic: actix's sync arbiter restarts an actor that stops).
+    pub fn start(device: usize, workers: usize, in_flight: usize) -> Addr<StageActor<S>> {
         let threads = match S::THREADS {
             Threads::One => 1,
             Threads::PerWorker => workers.max(1),
+            Threads::PerPartitionInFlight => in_flight.max(1),
         };
         let next_worker = Arc::new(AtomicUsize::new(0));
         SyncArbiter::start(threads, move || StageActor {

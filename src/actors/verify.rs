@@ -22,7 +22,7 @@ impl StageLogic for Verify {
             return Ok(());
         }
         let proof = job.proof.as_ref().ok_or_else(|| PartitionJob::missing("proof"))?;
-        if verify(&job.key.prepared_vk(), proof, job.witness.public_inputs())? {
+        if verify(&job.key.prepared_vk(), proof, job.witness()?.public_inputs())? {
             Ok(())
         } else {
             job.proof = None;

@@ -10,10 +10,12 @@
 //! needs only the variables' values, from witness-only synthesis, and one sparse product per
 //! matrix.
 
+pub mod deferred;
 pub mod matrices;
 pub mod packed;
 pub mod synthesize;
 
+pub use deferred::{DeferredCircuit, SynthesisPool};
 pub use matrices::{witness_assignment, ConstraintMatrices, EvaluationCheck, SparseMatrix};
 pub use packed::PackedDensity;
 

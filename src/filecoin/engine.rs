@@ -32,10 +32,10 @@ use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound,
 use super::params::ParamFiles;
 use super::vanilla::{decode_vanilla, VanillaRequest};
 use super::{filecoin_error, porep_config, post_config, sector_size_name, ProofKind};
-use crate::circuit::{SatisfactionCheck, Witness, WitnessShape};
+use crate::circuit::WitnessShape;
 use crate::params::file::PointCheck;
 use crate::params::ProvingKey;
-use crate::prover::{ProofRequest, Prover};
+use crate::prover::{KeyFor, Prover};
 use crate::{with_sector_shape, Error, Result, Scalar};
 
 /// Where a proof's time went, in seconds.
@@ -44,11 +44,14 @@ pub struct ProofTimings {
     /// Finding the key: opening and checking the parameter files, decoding the points the
     /// first time (zero-ish once the key is cached).
     pub key_load: f64,
-    /// Building every partition's circuit from the vanilla proofs and synthesizing it.
+    /// Synthesizing the partitions' circuits, summed over them. On snarkpipe's path only the
+    /// first partition's comes before the proving (its shape picks the key); the others
+    /// overlap it, inside `gpu`.
     pub synthesis: f64,
     /// Waiting for the pipeline before the first partition was placed on a device.
     pub queue: f64,
-    /// From the first partition's placement to the last proof (upload, NTT, MSM, assembly).
+    /// From the first partition's placement to the last proof (synthesis of the later
+    /// partitions, upload, NTT, MSM, assembly, verification).
     pub gpu: f64,
     /// filecoin-proofs' verifier on the encoded proof.
     pub verify: f64,
@@ -412,34 +415,33 @@ impl<'p> FilecoinProver<'p> {
         if self.bellperson {
             return self.prove_with_bellperson::<S, C, P>(kind, files, public_inputs, vanilla_proofs, public_params);
         }
-        let synthesizing = Instant::now();
-        let witnesses = vanilla_proofs
+        let circuits = vanilla_proofs
             .par_iter()
             .enumerate()
-            .map(|(k, vanilla)| {
-                let circuit = partition_circuit::<S, C, P>(public_inputs, vanilla, public_params, k)?;
-                Witness::synthesize(circuit, SatisfactionCheck::Off).map(Arc::new)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        timings.synthesis = synthesizing.elapsed().as_secs_f64();
-        let partitions = witnesses.len();
-        let shape =
-            witnesses.first().map(|w| w.shape()).ok_or_else(|| Error::Filecoin("no partitions to prove".into()))?;
-        let constraints = shape.num_constraints;
-
-        let loading = Instant::now();
-        let key = self.key(files, &shape)?;
-        timings.key_load = loading.elapsed().as_secs_f64();
-
+            .map(|(k, vanilla)| partition_circuit::<S, C, P>(public_inputs, vanilla, public_params, k))
+            .collect::<Result<Vec<C>>>()?;
+        let partitions = circuits.len();
+        if partitions == 0 {
+            return Err(Error::Filecoin("no partitions to prove".into()));
+        }
         let (r, s) = self.blinding(partitions);
-        let request = ProofRequest { key, partitions: witnesses, r, s, priority: kind.priority(), devices: None };
-        let proving = Instant::now();
-        let handle = self.prover.submit(request)?;
-        let proofs = handle.wait()?;
-        let proving = proving.elapsed();
-        let queue = handle.queued_for().unwrap_or(Duration::ZERO).min(proving);
+        // The first partition is synthesized first: its shape picks the key. The others are
+        // synthesized by this call's threads while the partitions ahead of them prove.
+        let constraints = std::cell::Cell::new(0);
+        let find = KeyFor::Shape(Box::new(|shape: &WitnessShape| {
+            constraints.set(shape.num_constraints);
+            self.key(files, shape)
+        }));
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let started = Instant::now();
+        let batch = self.prover.prove_circuits(find, circuits, r, s, kind.priority(), threads)?;
+        let proving = started.elapsed().saturating_sub(batch.before_proving);
+        let queue = batch.handle.queued_for().unwrap_or(Duration::ZERO).min(proving);
+        timings.synthesis = batch.synthesis_time.as_secs_f64();
+        timings.key_load = batch.key_time.as_secs_f64();
         timings.queue = queue.as_secs_f64();
         timings.gpu = (proving - queue).as_secs_f64();
+        let (proofs, constraints) = (batch.proofs, constraints.get());
         Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints, timings })
     }
 

@@ -17,7 +17,7 @@ use crate::actors::DevicePipeline;
 use crate::circuit::Witness;
 use crate::error::Result;
 use crate::params::ProvingKey;
-use crate::request::{Priority, ProofHandle, RequestState, Ticket};
+use crate::request::{PartitionInput, Priority, ProofHandle, RequestState, Ticket};
 use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 
 /// How often the monitor looks at the devices.
@@ -111,7 +111,7 @@ impl HealthMonitor {
                 let ticket = Ticket {
                     request: state.clone(),
                     index: 0,
-                    witness: known.witness.clone(),
+                    input: PartitionInput::Witness(known.witness.clone()),
                     attempt: 0,
                     avoid: Vec::new(),
                     requeues: 0,

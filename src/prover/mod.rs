@@ -22,17 +22,17 @@ pub use crate::backend::DeviceSelection;
 pub use crate::request::{Priority, ProofHandle, RequestStatus};
 
 use crate::actors::pipeline::pin_key_vectors;
-use crate::actors::{ActorSystem, BudgetReport, DevicePipeline};
+use crate::actors::{ActorSystem, BudgetReport, DevicePipeline, MemoryBudget};
 use crate::backend::faults::{FaultInjector, FaultyDevice};
 pub use crate::backend::faults::{FaultScope, FaultSite};
 use crate::backend::{open_devices, BackendKind, CpuModel, Device};
-use crate::circuit::{Witness, WitnessShape};
+use crate::circuit::{DeferredCircuit, SatisfactionCheck, SynthesisPool, Witness, WitnessShape};
 use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinnedRegistry};
 use crate::params::cache::{FileStamp, Inserted, KeyCache, KeyCacheStatus, KeyIdentity};
 use crate::params::file::{ParamsFile, PointCheck};
 use crate::params::ProvingKey;
-use crate::request::{InFlightLimiter, RequestState, Ticket};
+use crate::request::{InFlightLimiter, PartitionInput, RequestState, Ticket};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
 use scheduler::Scheduler;
@@ -79,6 +79,20 @@ pub struct ProverConfig {
     /// Host bytes of proving keys the key cache holds (`Prover::key_for_source`, every compat
     /// call) before it evicts the least recently used; the most recent key always stays.
     pub key_cache_host_bytes: u64,
+    /// Host bytes the witnesses of partitions submitted as circuits may take together, from
+    /// their synthesis until their partition ends (see `actors/synthesize.rs`): half the
+    /// machine's memory by default. A circuit whose witness alone needs more fails at once.
+    pub synthesis_host_bytes: u64,
+}
+
+/// Half of the machine's memory, or 16 GiB where it cannot be read.
+fn half_the_host_memory() -> u64 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|info| {
+        info.lines()
+            .find_map(|line| line.strip_prefix("MemTotal:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    });
+    total_kib.map_or(16 << 30, |kib| kib * 1024 / 2)
 }
 
 impl Default for ProverConfig {
@@ -95,6 +109,7 @@ impl Default for ProverConfig {
             workers_by_device: Default::default(),
             staging: StagingMode::default(),
             key_cache_host_bytes: 128 << 30,
+            synthesis_host_bytes: half_the_host_memory(),
             timeline_spans: crate::timeline::DEFAULT_TIMELINE_SPANS,
             verify_proofs: true,
             stage_timeout: Duration::from_secs(120),
@@ -159,6 +174,53 @@ pub struct ProofRequest {
     pub devices: Option<Vec<usize>>,
 }
 
+/// The key of a batch of circuits: known, or found from the first circuit's shape.
+pub enum KeyFor<'a> {
+    Known(Arc<ProvingKey>),
+    Shape(Box<dyn FnOnce(&WitnessShape) -> Result<Arc<ProvingKey>> + 'a>),
+}
+
+/// What [`Prover::prove_circuits`] returns.
+pub struct CircuitBatch {
+    pub proofs: Vec<bellperson::groth16::Proof<Bls12>>,
+    pub handle: ProofHandle,
+    pub key: Arc<ProvingKey>,
+    /// Finding the key (zero when it was known).
+    pub key_time: std::time::Duration,
+    /// From the call to the submission: the first circuit's synthesis and the key, when the
+    /// key came from the shape.
+    pub before_proving: std::time::Duration,
+    /// Synthesis time summed over the circuits; it overlaps the proving.
+    pub synthesis_time: std::time::Duration,
+}
+
+/// A request of partitions given as circuits, synthesized by the pipeline (see
+/// [`Prover::submit_circuits`]).
+pub struct CircuitRequest {
+    pub key: Arc<ProvingKey>,
+    pub circuits: Vec<DeferredCircuit>,
+    pub r: Vec<Scalar>,
+    pub s: Vec<Scalar>,
+    pub priority: Priority,
+    pub devices: Option<Vec<usize>>,
+}
+
+impl CircuitRequest {
+    /// `'static` circuits with r and s drawn from `rng` (every r, then every s), at normal
+    /// priority on any device.
+    pub fn new<C, R>(key: Arc<ProvingKey>, circuits: Vec<C>, rng: &mut R) -> CircuitRequest
+    where
+        C: bellperson::Circuit<Scalar> + Send + 'static,
+        R: rand_core::RngCore,
+    {
+        use ff::Field;
+        let r = circuits.iter().map(|_| Scalar::random(&mut *rng)).collect();
+        let s = circuits.iter().map(|_| Scalar::random(&mut *rng)).collect();
+        let circuits = circuits.into_iter().map(|c| DeferredCircuit::new(c, SatisfactionCheck::Off)).collect();
+        CircuitRequest { key, circuits, r, s, priority: Priority::default(), devices: None }
+    }
+}
+
 impl ProofRequest {
     /// A request with fresh random r and s for each partition.
     pub fn new(key: Arc<ProvingKey>, partitions: Vec<Arc<Witness>>, rng: &mut impl rand_core::RngCore) -> ProofRequest {
@@ -217,13 +279,18 @@ pub struct Held {
     pub resident_keys: usize,
     /// Requests submitted and not finished.
     pub unfinished_requests: usize,
+    /// Host bytes the synthesis stage holds for witnesses of partitions in flight.
+    pub synthesis_host_bytes: u64,
 }
 
 impl Held {
     /// Whether anything is held that no resident key or idle pooled buffer explains: budget,
     /// pinned memory, or a grant request still waiting.
     pub fn leaked(&self) -> bool {
-        self.budget_leaked_bytes > 0 || self.pinned_leaked_bytes > 0 || self.waiting_grants > 0
+        self.budget_leaked_bytes > 0
+            || self.pinned_leaked_bytes > 0
+            || self.waiting_grants > 0
+            || self.synthesis_host_bytes > 0
     }
 
     /// Whether nothing at all is held: no grant, no pinned byte, no device byte, no key.
@@ -269,6 +336,8 @@ pub struct Prover {
     /// Page-locks cached keys' host vectors, through the first device over the shared table
     /// (a registry of its own, so the pipelines' leak checks do not count the cache's leases).
     key_pins: Arc<PinnedRegistry>,
+    /// The host-memory budget of the witnesses the synthesis stage makes (every pipeline's).
+    host_budget: MemoryBudget,
     config: ProverConfig,
     /// The budgets as they stood when the actors stopped.
     final_budgets: Mutex<Option<Vec<BudgetReport>>>,
@@ -311,6 +380,8 @@ impl Prover {
         let system = ActorSystem::start("snarkpipe-actors")?;
         let mut pipelines = Vec::new();
         let host_pins = HostPinTable::new();
+        let synthesis_bytes = config.synthesis_host_bytes;
+        let host_budget = system.run(move || MemoryBudget::start_host(synthesis_bytes))?;
         for device in &devices {
             let ordinal = device.info().ordinal;
             let faulty = faults.is_enabled() && injected.devices.as_ref().is_none_or(|d| d.contains(&ordinal));
@@ -326,12 +397,14 @@ impl Prover {
             let (in_flight, timeline, host_pins, staging, stage_timeout) =
                 (config.in_flight, timeline.clone(), host_pins.clone(), config.staging, config.stage_timeout);
             let device_faults = if faulty { faults.clone() } else { FaultInjector::disabled() };
+            let host_budget = host_budget.clone();
             pipelines.push(system.run(move || {
                 DevicePipeline::start(
                     wrapped,
                     host_pins,
                     staging,
                     budget,
+                    host_budget,
                     workers,
                     in_flight,
                     stage_timeout,
@@ -386,6 +459,7 @@ impl Prover {
             key_cache: Mutex::new(KeyCache::new(config.key_cache_host_bytes)),
             key_builds: Mutex::new(HashMap::new()),
             key_pins,
+            host_budget,
             config,
             final_budgets: Mutex::new(None),
         })
@@ -410,16 +484,91 @@ impl Prover {
             return Err(Error::ShutDown);
         }
         let ProofRequest { key, partitions, r, s, priority, devices } = request;
-        if partitions.is_empty() {
-            return Err(Error::EmptyRequest);
-        }
-        if r.len() != partitions.len() || s.len() != partitions.len() {
-            return Err(Error::RandomnessLength { circuits: partitions.len(), r: r.len(), s: s.len() });
-        }
         for witness in &partitions {
             check_witness_lengths(witness)?;
             witness.domain()?;
             key.check_shape(&witness.shape())?;
+        }
+        let inputs = partitions.into_iter().map(PartitionInput::Witness).collect();
+        self.submit_inputs(key, inputs, r, s, priority, devices)
+    }
+
+    /// Submits partitions given as circuits: each is synthesized by the pipeline's synthesis
+    /// stage (`actors/synthesize.rs`) under the host-memory budget, while the partitions
+    /// ahead of it prove. Its witness is checked against the key there; a circuit that fails,
+    /// panics or does not fit the key fails its own partition with a typed error.
+    pub fn submit_circuits(&self, request: CircuitRequest) -> Result<ProofHandle> {
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown);
+        }
+        let CircuitRequest { key, circuits, r, s, priority, devices } = request;
+        let inputs = circuits.into_iter().map(|c| PartitionInput::Circuit(Arc::new(c))).collect();
+        self.submit_inputs(key, inputs, r, s, priority, devices)
+    }
+
+    /// Proves circuits that borrow (bellperson's and filecoin-proofs' circuits do, so they
+    /// cannot move to the pipeline's threads): `threads` threads of this call synthesize them
+    /// in the order the synthesis stage asks for them, so that partition k+1 is synthesized
+    /// while partition k proves. With [`KeyFor::Shape`] the first circuit is synthesized
+    /// first, here, and its shape picks the key. Returns once every partition has an
+    /// outcome: the proofs in order, or the first failure.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prove_circuits<C: bellperson::Circuit<Scalar> + Send>(
+        &self,
+        key: KeyFor<'_>,
+        circuits: Vec<C>,
+        r: Vec<Scalar>,
+        s: Vec<Scalar>,
+        priority: Priority,
+        threads: usize,
+    ) -> Result<CircuitBatch> {
+        let pool = SynthesisPool::new(circuits, SatisfactionCheck::Off);
+        if pool.is_empty() {
+            return Err(Error::EmptyRequest);
+        }
+        let mut inputs: Vec<PartitionInput> =
+            pool.defer().into_iter().map(|c| PartitionInput::Circuit(Arc::new(c))).collect();
+        let started = std::time::Instant::now();
+        let (key, key_time) = match key {
+            KeyFor::Known(key) => (key, std::time::Duration::ZERO),
+            KeyFor::Shape(find) => {
+                let first = pool.synthesize_now(0)?;
+                let finding = std::time::Instant::now();
+                let key = find(&first.shape())?;
+                key.check_shape(&first.shape())?;
+                inputs[0] = PartitionInput::Witness(Arc::new(first));
+                (key, finding.elapsed())
+            }
+        };
+        let before_proving = started.elapsed();
+        std::thread::scope(|scope| {
+            for _ in 0..threads.clamp(1, pool.len()) {
+                scope.spawn(|| pool.serve());
+            }
+            let outcome = self
+                .submit_inputs(key.clone(), inputs, r, s, priority, None)
+                .and_then(|handle| Ok((handle.wait()?, handle)));
+            pool.close();
+            let (proofs, handle) = outcome?;
+            Ok(CircuitBatch { proofs, handle, key, key_time, before_proving, synthesis_time: pool.synthesis_time() })
+        })
+    }
+
+    /// Queues a request's partitions for the scheduler, after the checks every request meets.
+    fn submit_inputs(
+        &self,
+        key: Arc<ProvingKey>,
+        inputs: Vec<PartitionInput>,
+        r: Vec<Scalar>,
+        s: Vec<Scalar>,
+        priority: Priority,
+        devices: Option<Vec<usize>>,
+    ) -> Result<ProofHandle> {
+        if inputs.is_empty() {
+            return Err(Error::EmptyRequest);
+        }
+        if r.len() != inputs.len() || s.len() != inputs.len() {
+            return Err(Error::RandomnessLength { circuits: inputs.len(), r: r.len(), s: s.len() });
         }
         // A delta at infinity fails every proof at assembly, after all its device work and
         // every retry: refuse the key here, once, before any of it.
@@ -443,11 +592,11 @@ impl Prover {
         // Finished requests are forgotten: the list is what shutdown must cancel or drain.
         requests.retain(|r| r.upgrade().is_some_and(|r| !r.status().finished));
         requests.push(Arc::downgrade(&state));
-        for (index, witness) in partitions.into_iter().enumerate() {
+        for (index, input) in inputs.into_iter().enumerate() {
             let ticket = Ticket {
                 request: state.clone(),
                 index,
-                witness,
+                input,
                 attempt: 0,
                 avoid: Vec::new(),
                 requeues: 0,
@@ -753,6 +902,8 @@ impl Prover {
             device_bytes: self.device_allocated_bytes().iter().sum(),
             resident_keys: self.residency().iter().map(|(keys, _)| keys).sum(),
             unfinished_requests: self.unfinished_requests(),
+            // After every release sent so far; once the actors stopped, the last mirrored count.
+            synthesis_host_bytes: self.host_budget.report().map_or(self.host_budget.in_use_bytes(), |r| r.in_use_bytes),
         })
     }
 

@@ -64,7 +64,7 @@ fn file(
 
 /// Fails a ticket that will not be placed (no attempt of it ran, and none will).
 fn refuse(ticket: Ticket, err: Error) {
-    ticket.request.complete(ticket.index, usize::MAX, usize::MAX, ticket.witness, vec![], Err(err));
+    ticket.request.complete(ticket.index, usize::MAX, usize::MAX, ticket.input, vec![], Err(err));
 }
 
 /// The tickets of `delayed` whose time has come, taken out of it.
@@ -211,7 +211,11 @@ impl Scheduler {
         token: crate::request::InFlightToken,
     ) -> Box<PartitionJob> {
         let request = ticket.request;
-        let log_n = ticket.witness.domain().map(|d| d.log_n()).unwrap_or(0);
+        // A circuit's domain is its key's until the synthesis stage knows its witness.
+        let log_n = match ticket.input.witness() {
+            Some(witness) => witness.domain().map(|d| d.log_n()).unwrap_or(0),
+            None => (request.key.h.len() + 1).trailing_zeros(),
+        };
         Box::new(PartitionJob {
             index: ticket.index,
             partition_id: self.next_partition_id.fetch_add(1, Ordering::SeqCst),
@@ -219,7 +223,7 @@ impl Scheduler {
             r: request.r[ticket.index],
             s: request.s[ticket.index],
             request,
-            witness: ticket.witness,
+            input: ticket.input,
             log_n,
             worker: pipeline.next_worker(),
             faults: pipeline.faults.clone(),
@@ -238,6 +242,7 @@ impl Scheduler {
             key_pins: Vec::new(),
             admission: None,
             grant: None,
+            host_grant: None,
             streams_used: Vec::new(),
             htod_done: None,
             ntt_done: None,

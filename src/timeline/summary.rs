@@ -81,6 +81,9 @@ pub struct Summary {
     pub overlap_fraction: f64,
     /// Per device, in time order, the gaps longer than [`IDLE_GAP_MIN_S`] in its work.
     pub idle_gaps: Vec<IdleGap>,
+    /// Per device, the seconds of its idle gaps that ended when a synthesis did: the device
+    /// waited on synthesis (zero for every device that never did).
+    pub waited_on_synthesis_s: BTreeMap<usize, f64>,
 }
 
 /// Computes the [`Summary`] of a timeline.
@@ -109,12 +112,17 @@ pub fn summarize(t: &Timeline) -> Summary {
         }
     }
 
+    let mut waited_on_synthesis_s: BTreeMap<usize, f64> = busy_fraction.keys().map(|&d| (d, 0.0)).collect();
+    for gap in idle_gaps.iter().filter(|g| g.waiting_on.is_some_and(|w| w.stage == Stage::Synthesize)) {
+        *waited_on_synthesis_s.entry(gap.device).or_default() += gap.duration_s();
+    }
     Summary {
         seconds_total,
         stage_seconds: stage_seconds(&spans),
         busy_fraction,
         overlap_fraction: overlap_fraction(&spans),
         idle_gaps,
+        waited_on_synthesis_s,
     }
 }
 
@@ -265,6 +273,16 @@ impl fmt::Display for Summary {
             let busy: Vec<String> =
                 self.busy_fraction.iter().map(|(d, b)| format!("gpu{d} {:.1}%", b * 100.0)).collect();
             writeln!(f, "busy: {}", busy.join(", "))?;
+        }
+        let waited: Vec<String> = self
+            .waited_on_synthesis_s
+            .iter()
+            .filter(|(_, s)| **s > 0.0)
+            .map(|(d, s)| format!("gpu{d} {}", ms(*s)))
+            .collect();
+        match waited.is_empty() {
+            true => writeln!(f, "no device waited on synthesis")?,
+            false => writeln!(f, "waited on synthesis: {}", waited.join(", "))?,
         }
         writeln!(
             f,
