@@ -250,6 +250,7 @@ impl RequestState {
                 | Error::MalformedWitness(_)
                 | Error::MissingAssignment
                 | Error::Synthesis(_)
+                | Error::MatricesMismatch { .. }
                 | Error::Unsatisfied { .. }
                 | Error::EmptyCircuit
                 | Error::DomainTooLarge { .. }

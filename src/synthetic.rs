@@ -308,6 +308,7 @@ impl SyntheticSpec {
             a: Arc::new(self.random_points::<G1Projective>(4, shape.num_inputs + shape.a_aux_total)),
             b_g1: Arc::new(self.random_points::<G1Projective>(5, b_total)),
             b_g2: Arc::new(self.random_points::<G2Projective>(6, b_total)),
+            recording: Default::default(),
         }))
     }
 

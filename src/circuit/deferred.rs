@@ -9,12 +9,13 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
-use super::{SatisfactionCheck, Witness};
+use super::{SatisfactionCheck, ShapeRecording, Witness};
 use crate::{Error, Result, Scalar};
 
 type Synthesis = Box<dyn FnOnce() -> Result<Witness> + Send>;
@@ -32,9 +33,10 @@ impl std::fmt::Debug for DeferredCircuit {
 }
 
 impl DeferredCircuit {
-    /// A circuit the synthesis stage synthesizes on its own thread.
-    pub fn new<C: bellperson::Circuit<Scalar> + Send + 'static>(circuit: C, check: SatisfactionCheck) -> Self {
-        DeferredCircuit::from_fn(move || Witness::synthesize(circuit, check))
+    /// A circuit the synthesis stage synthesizes on its own thread, with its key's recorded
+    /// constraint matrices ([`ShapeRecording::synthesize`]).
+    pub fn new<C: bellperson::Circuit<Scalar> + Send + 'static>(circuit: C, recording: Arc<ShapeRecording>) -> Self {
+        DeferredCircuit::from_fn(move || recording.synthesize(circuit))
     }
 
     /// Any synthesis that yields a witness.
@@ -55,9 +57,17 @@ impl DeferredCircuit {
     }
 }
 
-/// Synthesizes `circuit`, a panic included, into a witness or the partition's own typed error.
-fn synthesize_caught<C: bellperson::Circuit<Scalar>>(circuit: C, check: SatisfactionCheck) -> Result<Witness> {
-    as_synthesis_error(catch_unwind(AssertUnwindSafe(|| Witness::synthesize(circuit, check))))
+/// Synthesizes `circuit` (with the recorded matrices when there are), a panic included, into a
+/// witness or the partition's own typed error.
+fn synthesize_caught<C: bellperson::Circuit<Scalar>>(
+    circuit: C,
+    recording: Option<&ShapeRecording>,
+    check: SatisfactionCheck,
+) -> Result<Witness> {
+    as_synthesis_error(catch_unwind(AssertUnwindSafe(|| match recording {
+        Some(recording) => recording.synthesize(circuit),
+        None => Witness::synthesize(circuit, check),
+    })))
 }
 
 /// A synthesis's outcome as the partition's own error: the circuit's errors as they are, and
@@ -96,6 +106,8 @@ pub struct SynthesisPool<C> {
     closed: AtomicBool,
     /// Nanoseconds spent synthesizing, summed over the circuits.
     busy_nanos: AtomicU64,
+    /// The key's recorded matrices, once the key is known (full synthesis before).
+    recording: OnceLock<Arc<ShapeRecording>>,
 }
 
 impl<C: bellperson::Circuit<Scalar> + Send> SynthesisPool<C> {
@@ -108,7 +120,13 @@ impl<C: bellperson::Circuit<Scalar> + Send> SynthesisPool<C> {
             ask,
             closed: AtomicBool::new(false),
             busy_nanos: AtomicU64::new(0),
+            recording: OnceLock::new(),
         }
+    }
+
+    /// Synthesizes with the key's recorded matrices from now on.
+    pub fn use_recording(&self, recording: Arc<ShapeRecording>) {
+        let _ = self.recording.set(recording);
     }
 
     /// Synthesizes circuit `index` now, on the calling thread (e.g. the first one, whose
@@ -117,7 +135,7 @@ impl<C: bellperson::Circuit<Scalar> + Send> SynthesisPool<C> {
         let circuit = self.circuits.get(index).and_then(|slot| slot.lock().take());
         let circuit = circuit.ok_or_else(|| Error::Internal(format!("circuit {index} was asked for twice")))?;
         let started = Instant::now();
-        let outcome = synthesize_caught(circuit, self.check);
+        let outcome = synthesize_caught(circuit, self.recording.get().map(|r| &**r), self.check);
         self.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::SeqCst);
         outcome
     }
@@ -161,7 +179,7 @@ impl<C: bellperson::Circuit<Scalar> + Send> SynthesisPool<C> {
                     let circuit = self.circuits.get(index).and_then(|slot| slot.lock().take());
                     let started = Instant::now();
                     let witness = match circuit {
-                        Some(circuit) => synthesize_caught(circuit, self.check),
+                        Some(circuit) => synthesize_caught(circuit, self.recording.get().map(|r| &**r), self.check),
                         None => Err(Error::Internal(format!("circuit {index} was asked for twice"))),
                     };
                     self.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::SeqCst);

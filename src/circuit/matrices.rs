@@ -180,6 +180,23 @@ impl ConstraintMatrices {
         recorder.finish()
     }
 
+    /// Records the constraints of `circuit` and synthesizes its witness in the same run: the
+    /// first partition of a shape pays for the recording once, and needs its circuit once
+    /// (a circuit is consumed by synthesis, and not every circuit can be cloned). Equal to
+    /// [`ConstraintMatrices::record`] and [`Witness::synthesize`] with the check off.
+    ///
+    /// Errors: those of both.
+    pub fn record_with_witness<C: Circuit<Scalar>>(circuit: C) -> Result<(ConstraintMatrices, Witness)> {
+        let mut recorder = Recorder::new();
+        recorder.values = Some((Vec::new(), Vec::new()));
+        recorder.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
+        circuit.synthesize(&mut recorder)?;
+        let (inputs, aux) = recorder.values.take().unwrap_or_default();
+        let matrices = recorder.finish()?;
+        let witness = Witness::from_matrices(&matrices, inputs, aux)?;
+        Ok((matrices, witness))
+    }
+
     /// Constraints, including the one per input.
     pub fn num_constraints(&self) -> usize {
         self.a.num_rows()
@@ -470,11 +487,14 @@ struct Recorder {
     table_index: HashMap<[u8; 32], u32>,
     /// An error that `enforce` cannot return (it has no `Result`), reported after synthesis.
     deferred: Option<Error>,
+    /// The variables' values (inputs, aux), when the recording also synthesizes the witness.
+    values: Option<(Vec<Scalar>, Vec<Scalar>)>,
 }
 
 impl Recorder {
     fn new() -> Self {
         Recorder {
+            values: None,
             num_inputs: 0,
             num_aux: 0,
             a: RowsBuilder::new(),
@@ -595,22 +615,29 @@ impl Recorder {
 impl ConstraintSystem<Scalar> for Recorder {
     type Root = Self;
 
-    fn alloc<F, A, AR>(&mut self, _annotation: A, _value: F) -> Result<Variable, SynthesisError>
+    fn alloc<F, A, AR>(&mut self, _annotation: A, value: F) -> Result<Variable, SynthesisError>
     where
         F: FnOnce() -> Result<Scalar, SynthesisError>,
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        // The value is not needed, as in bellperson's key generation.
+        // The value is not needed, as in bellperson's key generation, unless the recording
+        // also yields the witness.
+        if let Some((_, aux)) = &mut self.values {
+            aux.push(value()?);
+        }
         Ok(self.next_variable(true))
     }
 
-    fn alloc_input<F, A, AR>(&mut self, _annotation: A, _value: F) -> Result<Variable, SynthesisError>
+    fn alloc_input<F, A, AR>(&mut self, _annotation: A, value: F) -> Result<Variable, SynthesisError>
     where
         F: FnOnce() -> Result<Scalar, SynthesisError>,
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
+        if let Some((inputs, _)) = &mut self.values {
+            inputs.push(value()?);
+        }
         Ok(self.next_variable(false))
     }
 

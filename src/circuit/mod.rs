@@ -13,11 +13,13 @@
 pub mod deferred;
 pub mod matrices;
 pub mod packed;
+pub mod recording;
 pub mod synthesize;
 
 pub use deferred::{DeferredCircuit, SynthesisPool};
 pub use matrices::{witness_assignment, ConstraintMatrices, EvaluationCheck, SparseMatrix};
 pub use packed::PackedDensity;
+pub use recording::ShapeRecording;
 
 use rayon::prelude::*;
 use serde::Serialize;

@@ -364,6 +364,7 @@ mod tests {
             a: Arc::new(Vec::new()),
             b_g1: Arc::new(Vec::new()),
             b_g2: Arc::new(Vec::new()),
+            recording: Default::default(),
         })
     }
 

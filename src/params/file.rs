@@ -247,6 +247,7 @@ impl ParamsFile {
             a: Arc::new(self.decode_section(a, decode_g1)?),
             b_g1: Arc::new(self.decode_section(b_g1, decode_g1)?),
             b_g2: Arc::new(self.decode_section(b_g2, decode_g2)?),
+            recording: Default::default(),
         }))
     }
 

@@ -13,7 +13,7 @@ use bellperson::groth16::{ParameterSource, Parameters, PreparedVerifyingKey, Ver
 use blstrs::{Bls12, G1Affine, G2Affine};
 use ec_gpu_gen::multiexp_cpu::SourceBuilder;
 
-use crate::circuit::WitnessShape;
+use crate::circuit::{ShapeRecording, WitnessShape};
 use crate::math::Domain;
 use crate::{Error, Result};
 
@@ -45,6 +45,9 @@ pub struct ProvingKey {
     pub b_g1: Arc<Vec<G1Affine>>,
     /// The same in G2.
     pub b_g2: Arc<Vec<G2Affine>>,
+    /// The constraint matrices of the circuit shape, recorded by the first partition
+    /// synthesized in the pipeline for this key (see `circuit::recording`).
+    pub recording: Arc<ShapeRecording>,
 }
 
 impl std::fmt::Debug for ProvingKey {
@@ -78,7 +81,7 @@ impl ProvingKey {
         let (b_g2_inputs, b_g2_aux) = source.get_b_g2(shape.b_input_total, shape.b_aux_total)?;
         let b_g2 = join_split("b_g2", b_g2_inputs.get(), shape.b_input_total, b_g2_aux.get())?;
 
-        let key = ProvingKey { vk, h, l, a, b_g1, b_g2 };
+        let key = ProvingKey { vk, h, l, a, b_g1, b_g2, recording: Default::default() };
         key.check_shape(shape)?;
         Ok(Arc::new(key))
     }
@@ -92,6 +95,7 @@ impl ProvingKey {
             a: params.a.clone(),
             b_g1: params.b_g1.clone(),
             b_g2: params.b_g2.clone(),
+            recording: Default::default(),
         })
     }
 

@@ -216,7 +216,7 @@ impl CircuitRequest {
         use ff::Field;
         let r = circuits.iter().map(|_| Scalar::random(&mut *rng)).collect();
         let s = circuits.iter().map(|_| Scalar::random(&mut *rng)).collect();
-        let circuits = circuits.into_iter().map(|c| DeferredCircuit::new(c, SatisfactionCheck::Off)).collect();
+        let circuits = circuits.into_iter().map(|c| DeferredCircuit::new(c, key.recording.clone())).collect();
         CircuitRequest { key, circuits, r, s, priority: Priority::default(), devices: None }
     }
 }
@@ -541,6 +541,7 @@ impl Prover {
             }
         };
         let before_proving = started.elapsed();
+        pool.use_recording(key.recording.clone());
         std::thread::scope(|scope| {
             for _ in 0..threads.clamp(1, pool.len()) {
                 scope.spawn(|| pool.serve());

@@ -1,0 +1,200 @@
+//! The constraint matrices of one proving key's circuit shape, recorded by the first partition
+//! synthesized for the key and used by every later one: witness-only synthesis and one sparse
+//! product per matrix ([`ConstraintMatrices`]) instead of a `LinearCombination` per term.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rayon::prelude::*;
+
+use super::matrices::{witness_assignment, ConstraintMatrices};
+use super::{SatisfactionCheck, Witness};
+use crate::{Error, Result, Scalar};
+
+/// A key's recorded matrices, or where their recording stands.
+#[derive(Debug, Default)]
+pub struct ShapeRecording {
+    state: Mutex<RecordingState>,
+}
+
+#[derive(Debug, Default)]
+enum RecordingState {
+    /// Nothing recorded yet: the next synthesis records.
+    #[default]
+    Empty,
+    /// A synthesis is recording now; others synthesize in full meanwhile (none waits).
+    Recording,
+    Ready(Arc<ConstraintMatrices>),
+    /// A witness from the matrices did not satisfy them: this circuit's structure depends on
+    /// its witness, so every synthesis is a full one from now on.
+    Unusable,
+}
+
+/// What one synthesis does, decided under the lock.
+enum Plan {
+    Record,
+    UseMatrices(Arc<ConstraintMatrices>),
+    Full,
+}
+
+/// Puts the state back to `Empty` if a recording ends without matrices (an error, a panic),
+/// so that a later synthesis records again.
+struct RecordingClaim<'a> {
+    recording: &'a ShapeRecording,
+    done: bool,
+}
+
+impl Drop for RecordingClaim<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut state = self.recording.state.lock();
+            if matches!(*state, RecordingState::Recording) {
+                *state = RecordingState::Empty;
+            }
+        }
+    }
+}
+
+impl ShapeRecording {
+    /// The recorded matrices, once there are.
+    pub fn matrices(&self) -> Option<Arc<ConstraintMatrices>> {
+        match &*self.state.lock() {
+            RecordingState::Ready(matrices) => Some(matrices.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether a witness from the matrices failed them, so that synthesis is full from now on.
+    pub fn is_unusable(&self) -> bool {
+        matches!(*self.state.lock(), RecordingState::Unusable)
+    }
+
+    /// Synthesizes `circuit`: recording the matrices with its witness when none are recorded
+    /// (and no other synthesis is recording them), from the matrices when they are, in full
+    /// otherwise. Equal to [`Witness::synthesize`] with the check off for a circuit whose
+    /// constraints do not depend on its witness.
+    ///
+    /// A witness from the matrices is checked to satisfy them (a·b = c at every constraint,
+    /// in parallel: far cheaper than the synthesis it replaces). One that does not means the
+    /// circuit's structure depends on its witness: the partition fails with
+    /// [`Error::MatricesMismatch`] and every later synthesis of this key is a full one.
+    pub fn synthesize<C: bellperson::Circuit<Scalar>>(&self, circuit: C) -> Result<Witness> {
+        let plan = {
+            let mut state = self.state.lock();
+            match &*state {
+                RecordingState::Empty => {
+                    *state = RecordingState::Recording;
+                    Plan::Record
+                }
+                RecordingState::Ready(matrices) => Plan::UseMatrices(matrices.clone()),
+                RecordingState::Recording | RecordingState::Unusable => Plan::Full,
+            }
+        };
+        match plan {
+            Plan::Full => Witness::synthesize(circuit, SatisfactionCheck::Off),
+            Plan::Record => {
+                let mut claim = RecordingClaim { recording: self, done: false };
+                let (matrices, witness) = ConstraintMatrices::record_with_witness(circuit)?;
+                *self.state.lock() = RecordingState::Ready(Arc::new(matrices));
+                claim.done = true;
+                Ok(witness)
+            }
+            Plan::UseMatrices(matrices) => {
+                let (inputs, aux) = witness_assignment(circuit)?;
+                let witness = match Witness::from_matrices(&matrices, inputs, aux) {
+                    Ok(witness) => witness,
+                    Err(err) => {
+                        // Other counts of variables than the recording's.
+                        *self.state.lock() = RecordingState::Unusable;
+                        return Err(Error::MatricesMismatch { what: "assignment", index: 0, detail: err.to_string() });
+                    }
+                };
+                if let Some(index) = first_unsatisfied(&witness) {
+                    *self.state.lock() = RecordingState::Unusable;
+                    return Err(Error::MatricesMismatch {
+                        what: "satisfaction",
+                        index,
+                        detail: "the witness from the recorded matrices violates this constraint".into(),
+                    });
+                }
+                Ok(witness)
+            }
+        }
+    }
+}
+
+/// The first constraint whose a·b is not c, if any.
+fn first_unsatisfied(witness: &Witness) -> Option<usize> {
+    (0..witness.a.len()).into_par_iter().find_first(|&i| witness.a[i] * witness.b[i] != witness.c[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellperson::{ConstraintSystem, SynthesisError};
+
+    /// y = x·x when x is odd and y = x + x when it is even: the same counts of variables and
+    /// constraints, wired differently by the witness.
+    struct Branching {
+        x: u64,
+    }
+
+    impl bellperson::Circuit<Scalar> for Branching {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let x = Scalar::from(self.x);
+            let odd = self.x % 2 == 1;
+            let xv = cs.alloc(|| "x", || Ok(x))?;
+            let yv = cs.alloc_input(|| "y", || Ok(if odd { x * x } else { x + x }))?;
+            if odd {
+                cs.enforce(|| "x * x = y", |lc| lc + xv, |lc| lc + xv, |lc| lc + yv);
+            } else {
+                cs.enforce(|| "(x + x) * 1 = y", |lc| lc + xv + xv, |lc| lc + CS::one(), |lc| lc + yv);
+            }
+            Ok(())
+        }
+    }
+
+    fn same(a: &Witness, b: &Witness) -> bool {
+        a.a == b.a && a.b == b.b && a.c == b.c && a.input_assignment == b.input_assignment
+            && a.aux_assignment == b.aux_assignment
+    }
+
+    #[test]
+    fn records_once_then_synthesizes_from_the_matrices() {
+        let recording = ShapeRecording::default();
+        for x in [3u64, 5, 7, 9] {
+            let witness = recording.synthesize(Branching { x }).unwrap();
+            let full = Witness::synthesize(Branching { x }, SatisfactionCheck::On).unwrap();
+            assert!(same(&witness, &full), "x = {x}");
+            assert!(recording.matrices().is_some());
+        }
+    }
+
+    #[test]
+    fn a_structure_that_depends_on_the_witness_is_caught_and_synthesis_goes_full() {
+        let recording = ShapeRecording::default();
+        recording.synthesize(Branching { x: 3 }).unwrap(); // records the odd shape
+        let err = recording.synthesize(Branching { x: 4 }).unwrap_err();
+        assert!(matches!(err, Error::MatricesMismatch { what: "satisfaction", .. }), "{err}");
+        assert!(recording.is_unusable());
+        // From then on, full synthesis: right witnesses for either shape.
+        let witness = recording.synthesize(Branching { x: 4 }).unwrap();
+        assert!(same(&witness, &Witness::synthesize(Branching { x: 4 }, SatisfactionCheck::On).unwrap()));
+    }
+
+    #[test]
+    fn a_failed_recording_is_retried_by_the_next_synthesis() {
+        struct Fails;
+        impl bellperson::Circuit<Scalar> for Fails {
+            fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+                cs.alloc(|| "x", || Err(SynthesisError::AssignmentMissing))?;
+                Ok(())
+            }
+        }
+        let recording = ShapeRecording::default();
+        assert!(recording.synthesize(Fails).is_err());
+        assert!(recording.matrices().is_none() && !recording.is_unusable());
+        recording.synthesize(Branching { x: 2 }).unwrap();
+        assert!(recording.matrices().is_some(), "the next synthesis did not record");
+    }
+}
