@@ -176,7 +176,8 @@ impl MatricesLayout {
     /// coefficient index once, and the assignment once (a value used by several terms may come
     /// from a cache; the table is small and stays in one). The bandwidth floor's numerator.
     pub fn evaluation_read_bytes(&self) -> u64 {
-        let index_bytes: u64 = self.matrices.iter().map(|m| 8 * (self.num_constraints as u64 + 1) + 8 * m.terms as u64).sum();
+        let index_bytes: u64 =
+            self.matrices.iter().map(|m| 8 * (self.num_constraints as u64 + 1) + 8 * m.terms as u64).sum();
         index_bytes + scalar_bytes(self.num_inputs + self.num_aux)
     }
 }

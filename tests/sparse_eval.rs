@@ -369,7 +369,7 @@ fn cpu_leaves_nothing_allocated() {
         let bench = Bench::on(device.clone());
         let mut rng = fresh_rng();
         let coefficients = pool(&mut rng, 3);
-    let circuit = RandomCircuit::draw(&mut rng, 3, 50, 64, 4, 0, &coefficients);
+        let circuit = RandomCircuit::draw(&mut rng, 3, 50, 64, 4, 0, &coefficients);
         let matrices = Arc::new(ConstraintMatrices::record(circuit.clone()).unwrap());
         let (inputs, aux) = assignment(&circuit);
         let resident = bench.resident(&matrices);

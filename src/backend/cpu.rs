@@ -429,7 +429,9 @@ impl DeviceStream for CpuStream {
             *landing.lock() = Some(scalars_prefix(&src, len, "scalars")?);
             Ok(())
         })?;
-        Ok(PendingScalars::new(move || landed.lock().take().ok_or_else(|| missing(device, "the scalars were not copied"))))
+        Ok(PendingScalars::new(move || {
+            landed.lock().take().ok_or_else(|| missing(device, "the scalars were not copied"))
+        }))
     }
 
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {

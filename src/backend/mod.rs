@@ -455,8 +455,12 @@ pub trait DeviceStream: Send + Sync {
     /// Copies a circuit shape's constraint matrices into `dst` as [`MatricesLayout`] lays
     /// them out; `dst` must hold at least the layout's bytes. [`ResidentMatrices::upload`] is
     /// how the rest of the crate calls it.
-    fn copy_matrices_to_device(&self, matrices: Arc<ConstraintMatrices>, dst: &DeviceBuffer, tag: &WorkTag)
-        -> Result<()>;
+    fn copy_matrices_to_device(
+        &self,
+        matrices: Arc<ConstraintMatrices>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()>;
 
     /// `a = A·w`, `b = B·w`, `c = C·w` for the assignment `w = inputs ‖ aux`, each constraint's
     /// value in order, as [`ConstraintMatrices::evaluate`] computes them; the rest of each

@@ -26,10 +26,10 @@ use crate::backend::{
     MsmResultSlots, MsmSlot, PendingResults, PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
 };
 use crate::circuit::{ConstraintMatrices, PackedDensity};
-use crate::plan::MatricesLayout;
 use crate::error::{Error, Result};
 use crate::math::FixedBase;
 use crate::plan::scalar_bytes;
+use crate::plan::MatricesLayout;
 use crate::timeline::TimelineRecorder;
 
 /// One GPU.

@@ -104,7 +104,8 @@ impl GpuStream {
         if self.download_first(&bad, 1)?[0] != 0 {
             return Err(self.sparse_error(
                 "evaluate constraints",
-                "a term's row range, column or coefficient index is out of range: the matrices' buffer was overwritten".into(),
+                "a term's row range, column or coefficient index is out of range: the matrices' buffer was overwritten"
+                    .into(),
             ));
         }
         Ok(())
