@@ -2,7 +2,8 @@
 //! reference on an H200. Prints a markdown table (and writes it to $OUT/bench.md when OUT is
 //! set). Without a GPU it says so and exits 0. Env: SNARKPIPE_BENCH_MAX_LOG (MSM cap, 24),
 //! SNARKPIPE_BENCH_MIN_LOG (the smallest NTT and MSM, 20 and 16), SNARKPIPE_BENCH_PARTS (which of
-//! `ntt`, `quotient`, `g1`, `g2` run, comma-separated; all by default; the floors always run).
+//! `ntt`, `quotient`, `sparse`, `g1`, `g2` run, comma-separated; all by default; the floors
+//! always run), SNARKPIPE_BENCH_SPARSE_MAX_LOG (the largest sparse evaluation, 24).
 //! The last two narrow a run to the kernels a profiler should see.
 
 use std::time::Instant;
@@ -14,6 +15,9 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions, ProbeField};
+use snarkpipe::circuit::{witness_assignment, ConstraintMatrices};
+use snarkpipe::plan::{scalar_bytes, MatricesLayout};
+use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -143,6 +147,66 @@ fn quotient_ms(s: &GpuStream, log_n: u32) -> f64 {
     )
 }
 
+/// a, b and c of a synthetic circuit of 2^log_n constraints from its matrices resident on the
+/// device (median of 5, by events), beside the CPU reference's `ConstraintMatrices::evaluate`
+/// on this machine's cores in the same run (median of 3), and a bandwidth floor: the bytes the
+/// kernel must move (row starts, columns and coefficient indices once, the assignment once, a,
+/// b and c written) at the device-to-device copy rate measured in this run. The device's
+/// result is compared with the reference's. None when the sizes do not fit the free memory.
+fn sparse_figures(ctx: &GpuContext, s: &GpuStream, log_n: u32, dtod: f64) -> Option<(String, String, String)> {
+    let spec = SyntheticSpec {
+        log_n,
+        num_inputs: 8,
+        profile: WitnessProfile::Bits,
+        keys: KeyKind::Random,
+        seed: rand::random(),
+    };
+    let matrices = ConstraintMatrices::record(spec.circuit(0)).ok()?;
+    let (inputs, aux) = witness_assignment(spec.circuit(0)).ok()?;
+    let layout = MatricesLayout::of(&matrices);
+    let rows = matrices.num_constraints();
+    let needed = layout.bytes + scalar_bytes(inputs.len() + aux.len()) + 3 * scalar_bytes(rows);
+    let (free, _) = ctx.memory_info().ok()?;
+    if needed + (1 << 30) > free as u64 {
+        return None;
+    }
+    let mut resident = s.alloc::<u8>(layout.bytes as usize).ok()?;
+    s.upload_matrices(&matrices, &layout, &mut resident).unwrap();
+    let (w_inputs, w_aux) = (s.upload(&inputs).unwrap(), s.upload(&aux).unwrap());
+    let mut outputs =
+        [s.alloc::<Scalar>(rows).unwrap(), s.alloc::<Scalar>(rows).unwrap(), s.alloc::<Scalar>(rows).unwrap()];
+    let evaluate = |outputs: &mut [snarkpipe::backend::cuda::GpuBuffer<Scalar>; 3]| {
+        let [a, b, c] = outputs;
+        s.evaluate_constraints(&resident, &layout, &w_inputs, &w_aux, [a, b, c]).unwrap();
+    };
+    evaluate(&mut outputs);
+    let ms = median(
+        (0..5)
+            .map(|_| {
+                let start = s.record().unwrap();
+                evaluate(&mut outputs);
+                let end = s.record().unwrap();
+                s.elapsed_ms(&start, &end).unwrap() as f64
+            })
+            .collect(),
+    );
+    let mut reference = None;
+    let cpu_ms = time_ms(3, || reference = Some(matrices.evaluate(&inputs, &aux).unwrap()));
+    let (ra, rb, rc) = reference.unwrap();
+    let same = [ra, rb, rc].iter().zip(&outputs).all(|(r, out)| s.download(out).unwrap() == *r);
+    let moved = layout.evaluation_read_bytes() + 3 * scalar_bytes(rows);
+    let floor = moved as f64 / dtod * 1e3;
+    Some((
+        format!("sparse a, b, c 2^{log_n} ({} terms, table of {})", layout.terms(), layout.table_len),
+        format!(
+            "{ms:.2} ms; CPU reference {cpu_ms:.0} ms ({} threads){}",
+            rayon::current_num_threads(),
+            if same { "" } else { " MISMATCH: differs from the CPU reference" }
+        ),
+        format!("{floor:.2} ms ({:.2} GB at DtoD)", moved as f64 / 1e9),
+    ))
+}
+
 fn main() {
     if !cuda_available() {
         println!("cuda_kernels bench: no CUDA driver or GPU on this machine; nothing to measure");
@@ -151,7 +215,8 @@ fn main() {
     let env_log = |name: &str, default: u32| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let max_g1 = env_log("SNARKPIPE_BENCH_MAX_LOG", 24);
     let min_log = env_log("SNARKPIPE_BENCH_MIN_LOG", 16);
-    let parts = std::env::var("SNARKPIPE_BENCH_PARTS").unwrap_or_else(|_| "ntt,quotient,g1,g2".into());
+    let max_sparse = env_log("SNARKPIPE_BENCH_SPARSE_MAX_LOG", 24);
+    let parts = std::env::var("SNARKPIPE_BENCH_PARTS").unwrap_or_else(|_| "ntt,quotient,sparse,g1,g2".into());
     let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
     let ctx = GpuContext::open(0).expect("open GPU");
     let s = ctx.new_stream().unwrap();
@@ -206,6 +271,12 @@ fn main() {
         );
     }
     ctx.clear_caches();
+    for log_n in (20..=max_sparse).step_by(2).filter(|_| part("sparse")) {
+        match sparse_figures(&ctx, &s, log_n, dtod) {
+            Some((what, figure, floor)) => row(what, figure, floor, "–".into()),
+            None => row(format!("sparse a, b, c 2^{log_n}"), "skipped: does not fit".into(), "–".into(), "–".into()),
+        }
+    }
 
     let sppark_msm = |l: u32| match l {
         20 => "22.4 ms",

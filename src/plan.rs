@@ -118,3 +118,106 @@ pub fn key_chunk_points(room: u64, key_points: usize) -> Option<usize> {
 pub const fn witness_host_bytes(domain: usize, inputs: usize, aux: usize) -> u64 {
     scalar_bytes(3 * domain + inputs + aux) + (inputs + 2 * aux) as u64
 }
+
+/// Alignment of each section of resident constraint matrices: the allocator's, so that every
+/// section starts where a kernel may load 16 bytes at a time.
+pub const MATRICES_SECTION_ALIGN: u64 = 256;
+
+/// Where one of A, B and C lies in the resident matrices' buffer: byte offsets of its row
+/// starts (`num_rows + 1` u64), columns and coefficient indices (`terms` u32 each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatrixSections {
+    pub row_starts: u64,
+    pub columns: u64,
+    pub coefficients: u64,
+    pub terms: usize,
+}
+
+/// The layout of a circuit shape's constraint matrices in one device buffer: the coefficient
+/// table first, then A, B and C, each section aligned to [`MATRICES_SECTION_ALIGN`]. One
+/// buffer, so that the budget grants and frees them as one resident thing, as it does a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatricesLayout {
+    pub num_constraints: usize,
+    pub num_inputs: usize,
+    pub num_aux: usize,
+    /// Entries of the coefficient table, at offset 0.
+    pub table_len: usize,
+    /// A, B and C.
+    pub matrices: [MatrixSections; 3],
+    /// Bytes of the whole buffer.
+    pub bytes: u64,
+}
+
+impl MatricesLayout {
+    /// The layout of `matrices`.
+    pub fn of(matrices: &crate::circuit::ConstraintMatrices) -> MatricesLayout {
+        let align = |at: u64| at.div_ceil(MATRICES_SECTION_ALIGN) * MATRICES_SECTION_ALIGN;
+        let rows = matrices.num_constraints();
+        let table_len = matrices.coefficient_table().len();
+        let mut at = align(scalar_bytes(table_len));
+        let mut section = |terms: usize| {
+            let row_starts = at;
+            let columns = align(row_starts + 8 * (rows as u64 + 1));
+            let coefficients = align(columns + 4 * terms as u64);
+            at = align(coefficients + 4 * terms as u64);
+            MatrixSections { row_starts, columns, coefficients, terms }
+        };
+        let sections =
+            [section(matrices.a().num_terms()), section(matrices.b().num_terms()), section(matrices.c().num_terms())];
+        MatricesLayout {
+            num_constraints: rows,
+            num_inputs: matrices.num_inputs(),
+            num_aux: matrices.num_aux(),
+            table_len,
+            matrices: sections,
+            bytes: at,
+        }
+    }
+
+    /// Terms of A, B and C together.
+    pub fn terms(&self) -> usize {
+        self.matrices.iter().map(|m| m.terms).sum()
+    }
+
+    /// Bytes one evaluation of A, B and C must read at least: every row start, column and
+    /// coefficient index once, and the assignment once (a value used by several terms may come
+    /// from a cache; the table is small and stays in one). The bandwidth floor's numerator.
+    pub fn evaluation_read_bytes(&self) -> u64 {
+        let index_bytes: u64 =
+            self.matrices.iter().map(|m| 8 * (self.num_constraints as u64 + 1) + 8 * m.terms as u64).sum();
+        index_bytes + scalar_bytes(self.num_inputs + self.num_aux)
+    }
+}
+
+/// Device bytes of a circuit shape's constraint matrices made resident ([`MatricesLayout`]):
+/// held once per shape and device, beside the proving key, not per partition.
+pub fn resident_matrices_bytes(matrices: &crate::circuit::ConstraintMatrices) -> u64 {
+    MatricesLayout::of(matrices).bytes
+}
+
+/// Device bytes of one partition's assignment for evaluating resident matrices: its inputs
+/// (ONE included) in one buffer and its aux variables in another (the aux buffer the
+/// partition already holds for its MSMs).
+pub fn assignment_bytes(shape: &WitnessShape) -> u64 {
+    scalar_bytes(shape.num_inputs.max(1)) + scalar_bytes(shape.num_aux.max(1))
+}
+
+/// Host bytes one partition copies to its device for a, b, c and the assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagedBytes {
+    /// As the pipeline stages today: a, b and c evaluated on the host (one scalar a
+    /// constraint each) and the aux assignment.
+    pub host_evaluated: u64,
+    /// With the matrices resident and evaluated on the device: the inputs and aux only.
+    pub device_evaluated: u64,
+}
+
+/// What evaluating the constraint matrices on the device saves in host-to-device copies, per
+/// partition of `shape`. (The query scalars, the same either way, are not counted.)
+pub fn staged_bytes_per_partition(shape: &WitnessShape) -> StagedBytes {
+    StagedBytes {
+        host_evaluated: 3 * scalar_bytes(shape.num_constraints) + scalar_bytes(shape.num_aux),
+        device_evaluated: scalar_bytes(shape.num_inputs) + scalar_bytes(shape.num_aux),
+    }
+}

@@ -17,12 +17,12 @@ use parking_lot::Mutex;
 use super::host_queue::HostQueue;
 use super::{
     CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars, MsmResultSlots,
-    MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
+    MsmSlot, PendingResults, PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
 };
-use crate::circuit::PackedDensity;
+use crate::circuit::{ConstraintMatrices, PackedDensity};
 use crate::error::{Error, Result};
 use crate::math::{msm, quotient};
-use crate::plan::{g1_bytes, g2_bytes, scalar_bytes};
+use crate::plan::{g1_bytes, g2_bytes, scalar_bytes, MatricesLayout};
 use crate::timeline::TimelineRecorder;
 
 /// A modelled device with `capacity_bytes` of memory.
@@ -58,6 +58,8 @@ enum Contents {
     G1(Vec<G1Affine>),
     G2(Vec<G2Affine>),
     Results(Box<MsmResultSlots>),
+    /// A circuit shape's constraint matrices, in the bytes [`MatricesLayout`] gives them.
+    Matrices(Arc<ConstraintMatrices>),
 }
 
 /// One modelled allocation; returns its bytes to the device when dropped.
@@ -190,6 +192,25 @@ fn take_scalars(buffer: &DeviceBuffer, what: &str) -> Result<Vec<Scalar>> {
         Contents::Scalars(v) => Ok(v),
         _ => Err(not_holding(buffer, what)),
     }
+}
+
+/// The first `len` scalars a buffer holds; device memory past what was written reads as zeros.
+fn scalars_prefix(buffer: &DeviceBuffer, len: usize, what: &str) -> Result<Vec<Scalar>> {
+    if buffer.bytes() < scalar_bytes(len) {
+        return Err(Error::Device {
+            device: buffer.device(),
+            operation: "read device buffer",
+            message: format!("{len} scalars read from a buffer of {} bytes", buffer.bytes()),
+        });
+    }
+    let contents = memory_of(buffer)?.contents.lock();
+    let mut values = match &*contents {
+        Contents::Scalars(v) => v[..len.min(v.len())].to_vec(),
+        Contents::Empty => Vec::new(),
+        _ => return Err(not_holding(buffer, what)),
+    };
+    values.resize(len, Scalar::from(0u64));
+    Ok(values)
 }
 
 fn not_holding(buffer: &DeviceBuffer, what: &str) -> Error {
@@ -350,6 +371,67 @@ impl DeviceStream for CpuStream {
             }
             Ok(())
         })
+    }
+
+    fn copy_matrices_to_device(
+        &self,
+        matrices: Arc<ConstraintMatrices>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        let dst = dst.clone();
+        self.enqueue_work(tag, move || {
+            let bytes = MatricesLayout::of(&matrices).bytes;
+            store(&dst, bytes, Contents::Matrices(matrices))
+        })
+    }
+
+    fn evaluate_constraints(
+        &self,
+        matrices: &ResidentMatrices,
+        inputs: &DeviceBuffer,
+        aux: &DeviceBuffer,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        matrices.check_evaluation(inputs, aux, [a, b, c])?;
+        let (resident, layout) = (matrices.buffer().clone(), *matrices.layout());
+        let (inputs, aux, outputs) = (inputs.clone(), aux.clone(), [a.clone(), b.clone(), c.clone()]);
+        self.enqueue_work(tag, move || {
+            let recorded = match &*memory_of(&resident)?.contents.lock() {
+                Contents::Matrices(m) => m.clone(),
+                _ => return Err(not_holding(&resident, "constraint matrices")),
+            };
+            // What was uploaded is what the layout was made from; anything else is a buffer
+            // that other work overwrote.
+            if MatricesLayout::of(&recorded) != layout {
+                return Err(not_holding(&resident, "the constraint matrices of this layout"));
+            }
+            let w_inputs = scalars_prefix(&inputs, layout.num_inputs, "inputs")?;
+            let w_aux = scalars_prefix(&aux, layout.num_aux, "aux")?;
+            let (ea, eb, ec) = recorded.evaluate(&w_inputs, &w_aux)?;
+            for (out, values) in outputs.iter().zip([ea, eb, ec]) {
+                // The values written, then zeros to the end of the buffer, as on a GPU.
+                store(out, scalar_bytes(values.len()), Contents::Scalars(values))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn copy_scalars_to_host(&self, src: &DeviceBuffer, len: usize, tag: &WorkTag) -> Result<PendingScalars> {
+        let src = src.clone();
+        let landed: Arc<Mutex<Option<Vec<Scalar>>>> = Arc::default();
+        let landing = landed.clone();
+        let device = self.queue.device();
+        self.enqueue_work(tag, move || {
+            *landing.lock() = Some(scalars_prefix(&src, len, "scalars")?);
+            Ok(())
+        })?;
+        Ok(PendingScalars::new(move || {
+            landed.lock().take().ok_or_else(|| missing(device, "the scalars were not copied"))
+        }))
     }
 
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {

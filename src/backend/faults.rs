@@ -14,10 +14,10 @@ use rand_chacha::ChaCha8Rng;
 
 use super::event::HostCompletion;
 use super::{
-    Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars, MsmSlot, PendingResults, PinOutcome,
-    StageEvent, WorkTag,
+    Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars, MsmSlot, PendingResults,
+    PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
 };
-use crate::circuit::PackedDensity;
+use crate::circuit::{ConstraintMatrices, PackedDensity};
 use crate::error::{Error, Result};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
@@ -573,6 +573,41 @@ impl DeviceStream for FaultyStream {
         self.inner.msm(group, bases, scalars, terms, results, slot, pass_points, tag)?;
         self.maybe_fail_on_completion(tag, "MSM");
         Ok(())
+    }
+    fn copy_matrices_to_device(
+        &self,
+        matrices: Arc<ConstraintMatrices>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        self.before_copy("host-to-device copy of constraint matrices")?;
+        self.inner.copy_matrices_to_device(matrices, dst, tag)
+    }
+    fn evaluate_constraints(
+        &self,
+        matrices: &ResidentMatrices,
+        inputs: &DeviceBuffer,
+        aux: &DeviceBuffer,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        self.before_kernel("constraint evaluation", tag)?;
+        self.inner.evaluate_constraints(matrices, inputs, aux, a, b, c, tag)?;
+        self.maybe_fail_on_completion(tag, "constraint evaluation");
+        Ok(())
+    }
+    fn copy_scalars_to_host(&self, src: &DeviceBuffer, len: usize, tag: &WorkTag) -> Result<PendingScalars> {
+        self.state.check(self.device)?;
+        self.faults.maybe_fail(FaultSite::CopyToHost, "device-to-host copy of scalars")?;
+        let pending = self.inner.copy_scalars_to_host(src, len, tag)?;
+        // Scalars read after the device broke are as lost as the context that held them.
+        let (state, device) = (self.state.clone(), self.device);
+        Ok(PendingScalars::new(move || {
+            state.check(device)?;
+            pending.read()
+        }))
     }
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {
         self.state.check(self.device)?;

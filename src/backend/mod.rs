@@ -26,9 +26,10 @@ pub use work::{
     AdmissionLine, AdmissionTicket, FailureSlot, MsmResultSlots, MsmSlot, PendingResults, Seniority, WorkTag,
 };
 
-use crate::circuit::PackedDensity;
+use crate::circuit::{ConstraintMatrices, PackedDensity};
 use crate::error::{Error, Result};
 use crate::math::FixedBase;
+use crate::plan::{scalar_bytes, MatricesLayout};
 use crate::timeline::TimelineRecorder;
 
 /// Which backend to use.
@@ -210,6 +211,87 @@ impl fmt::Debug for DeviceBuffer {
     }
 }
 
+/// A circuit shape's constraint matrices on one device, in one buffer laid out as
+/// [`MatricesLayout`] says: made once per shape ([`ResidentMatrices::upload`]) and then used by
+/// every partition's [`DeviceStream::evaluate_constraints`]. Cloning shares the buffer.
+///
+/// The fields are private: a value is only made by uploading a [`ConstraintMatrices`], whose
+/// invariants (columns within the assignment, coefficient indices within the table) the
+/// kernels rely on.
+#[derive(Clone, Debug)]
+pub struct ResidentMatrices {
+    buffer: DeviceBuffer,
+    layout: MatricesLayout,
+}
+
+impl ResidentMatrices {
+    /// Allocates the matrices' buffer on `device` and queues their upload on `stream` (a
+    /// stream of the same device); they are usable by work queued after it on that stream, or
+    /// on another stream once it has waited for an event recorded after it.
+    pub fn upload(
+        device: &dyn Device,
+        stream: &dyn DeviceStream,
+        matrices: Arc<ConstraintMatrices>,
+        tag: &WorkTag,
+    ) -> Result<ResidentMatrices> {
+        let layout = MatricesLayout::of(&matrices);
+        let buffer = device.allocate(layout.bytes)?;
+        stream.copy_matrices_to_device(matrices, &buffer, tag)?;
+        Ok(ResidentMatrices { buffer, layout })
+    }
+
+    /// Where each part lies in [`ResidentMatrices::buffer`].
+    pub fn layout(&self) -> &MatricesLayout {
+        &self.layout
+    }
+
+    /// The device buffer holding them.
+    pub fn buffer(&self) -> &DeviceBuffer {
+        &self.buffer
+    }
+
+    /// Checks that `inputs` and `aux` hold a whole assignment for these matrices and that
+    /// `a`, `b` and `c` each hold a value per constraint, all on the matrices' device: the
+    /// typed error every backend returns before it queues an evaluation.
+    pub fn check_evaluation(
+        &self,
+        inputs: &DeviceBuffer,
+        aux: &DeviceBuffer,
+        outputs: [&DeviceBuffer; 3],
+    ) -> Result<()> {
+        let l = &self.layout;
+        let wanted = [
+            ("inputs", inputs, l.num_inputs),
+            ("aux", aux, l.num_aux),
+            ("a", outputs[0], l.num_constraints),
+            ("b", outputs[1], l.num_constraints),
+            ("c", outputs[2], l.num_constraints),
+        ];
+        let mut seen: Vec<(&str, &DeviceBuffer)> = vec![("matrices", &self.buffer)];
+        for (what, buffer, values) in wanted {
+            let shared = seen.iter().find(|(_, other)| Arc::ptr_eq(&other.memory, &buffer.memory)).map(|s| s.0);
+            seen.push((what, buffer));
+            let problem = if let Some(other) = shared {
+                // The kernels read some of these while they write others: one allocation in
+                // two roles would be read after it was overwritten.
+                format!("the {what} buffer is also the {other} buffer")
+            } else if buffer.device() != self.buffer.device() {
+                format!("the {what} buffer is on device {}, the matrices on {}", buffer.device(), self.buffer.device())
+            } else if buffer.bytes() < scalar_bytes(values) {
+                format!(
+                    "the {what} buffer of {} bytes is smaller than the {values} scalars ({} bytes) the matrices need",
+                    buffer.bytes(),
+                    scalar_bytes(values)
+                )
+            } else {
+                continue;
+            };
+            return Err(Error::Device { device: buffer.device(), operation: "evaluate constraints", message: problem });
+        }
+        Ok(())
+    }
+}
+
 /// Which curve group an MSM runs over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Group {
@@ -370,8 +452,60 @@ pub trait DeviceStream: Send + Sync {
         tag: &WorkTag,
     ) -> Result<()>;
 
+    /// Copies a circuit shape's constraint matrices into `dst` as [`MatricesLayout`] lays
+    /// them out; `dst` must hold at least the layout's bytes. [`ResidentMatrices::upload`] is
+    /// how the rest of the crate calls it.
+    fn copy_matrices_to_device(
+        &self,
+        matrices: Arc<ConstraintMatrices>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()>;
+
+    /// `a = A·w`, `b = B·w`, `c = C·w` for the assignment `w = inputs ‖ aux`, each constraint's
+    /// value in order, as [`ConstraintMatrices::evaluate`] computes them; the rest of each
+    /// output buffer reads as zeros afterwards (the domain's padding, as after an upload).
+    /// `inputs` (ONE first) and `aux` must hold at least the matrices' numbers of inputs and
+    /// aux variables, and each output a scalar per constraint: otherwise a typed error,
+    /// before anything is queued ([`ResidentMatrices::check_evaluation`]).
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate_constraints(
+        &self,
+        matrices: &ResidentMatrices,
+        inputs: &DeviceBuffer,
+        aux: &DeviceBuffer,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()>;
+
+    /// Copies the first `len` scalars of `src` back to the host; read them once the stream has
+    /// passed this point (an event recorded after it has completed). How tests and benches
+    /// read what a kernel left on the device.
+    fn copy_scalars_to_host(&self, src: &DeviceBuffer, len: usize, tag: &WorkTag) -> Result<PendingScalars>;
+
     /// Copies the MSM results back to the host; read them once the stream has passed this point.
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults>;
+}
+
+/// Scalars on their way back from a device ([`DeviceStream::copy_scalars_to_host`]).
+pub struct PendingScalars(Box<dyn FnOnce() -> Result<Vec<Scalar>> + Send>);
+
+impl PendingScalars {
+    pub fn new(read: impl FnOnce() -> Result<Vec<Scalar>> + Send + 'static) -> PendingScalars {
+        PendingScalars(Box::new(read))
+    }
+    /// Reads the scalars; call only after an event recorded after the copy has completed.
+    pub fn read(self) -> Result<Vec<Scalar>> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for PendingScalars {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PendingScalars")
+    }
 }
 
 /// Host scalars a copy reads, shared so that they live until the queued copy has run: a

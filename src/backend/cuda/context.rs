@@ -53,6 +53,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ),
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
     ("select", &["select_scalars", "debug_trap"]),
+    ("sparse", &["sparse_evaluate_rows"]),
     (
         "msm",
         &[
@@ -396,6 +397,8 @@ unsafe impl DeviceElement for G1Affine {}
 // blst_fp2 = [blst_fp; 2]), the layout of affine_t<fp2_t>.
 unsafe impl DeviceElement for G2Affine {}
 // SAFETY: plain integers.
+unsafe impl DeviceElement for u64 {}
+// SAFETY: plain integers.
 unsafe impl DeviceElement for u32 {}
 unsafe impl DeviceElement for u8 {}
 // SAFETY: G1/G2 Jacobian points as raw limbs, the layout of jacobian_t<fp_t>/<fp2_t>.
@@ -554,6 +557,29 @@ impl GpuStream {
         Ok(out)
     }
 
+    /// Copies the first `len` values of a device buffer back to the host (waits for the stream).
+    pub fn download_first<T: DeviceElement>(&self, src: &GpuBuffer<T>, len: usize) -> Result<Vec<T>> {
+        if len > src.len {
+            return Err(Error::Device {
+                device: self.gpu.ordinal,
+                operation: "copy to host",
+                message: format!("{len} values from a buffer of {}", src.len),
+            });
+        }
+        let bytes = len * std::mem::size_of::<T>();
+        let copied: Vec<u8> =
+            self.inner.clone_dtoh(&src.bytes.slice(0..bytes.max(1))).map_err(self.err("copy to host"))?;
+        self.synchronize()?;
+        let mut out = Vec::<T>::with_capacity(len);
+        // SAFETY: `out` has capacity for `len` values = `bytes` bytes, and `copied` holds at
+        // least `bytes`; DeviceElement types accept every bit pattern.
+        unsafe {
+            std::ptr::copy_nonoverlapping(copied.as_ptr(), out.as_mut_ptr() as *mut u8, bytes);
+            out.set_len(len);
+        }
+        Ok(out)
+    }
+
     /// Device-to-device copy of a whole buffer into `dst`.
     pub fn copy<T: DeviceElement>(&self, src: &GpuBuffer<T>, dst: &mut GpuBuffer<T>) -> Result<()> {
         let n = src.size_bytes().min(dst.size_bytes());
@@ -627,12 +653,14 @@ impl GpuStream {
             match arg {
                 KernelArg::Ptr(p) => builder.arg(p),
                 KernelArg::U32(v) => builder.arg(v),
+                KernelArg::U64(v) => builder.arg(v),
             };
         }
         // SAFETY: the arguments' types and order match the kernel's parameters (each launch
-        // site in ntt.rs/msm.rs mirrors its kernel's signature: pointers are 8-byte device
-        // addresses, integers u32), and the buffers they address belong to this context and
-        // are kept alive by the caller until the stream has run the launch.
+        // site in ntt.rs/msm.rs/sparse.rs mirrors its kernel's signature: pointers are 8-byte
+        // device addresses, integers u32 or u64 as the kernel declares them), and the buffers
+        // they address belong to this context and are kept alive by the caller until the
+        // stream has run the launch.
         unsafe { builder.launch(cfg) }.map(|_| ()).map_err(self.err(name))
     }
 }
@@ -642,4 +670,5 @@ impl GpuStream {
 pub(crate) enum KernelArg {
     Ptr(u64),
     U32(u32),
+    U64(u64),
 }

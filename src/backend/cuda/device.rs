@@ -23,12 +23,13 @@ use super::probe::ProbeField;
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
     ArithmeticRates, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
-    MsmResultSlots, MsmSlot, PendingResults, PinOutcome, StageEvent, WorkTag,
+    MsmResultSlots, MsmSlot, PendingResults, PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
 };
-use crate::circuit::PackedDensity;
+use crate::circuit::{ConstraintMatrices, PackedDensity};
 use crate::error::{Error, Result};
 use crate::math::FixedBase;
 use crate::plan::scalar_bytes;
+use crate::plan::MatricesLayout;
 use crate::timeline::TimelineRecorder;
 
 /// One GPU.
@@ -559,6 +560,75 @@ impl DeviceStream for CudaStream {
                 }
             })
         })
+    }
+
+    fn copy_matrices_to_device(
+        &self,
+        matrices: Arc<ConstraintMatrices>,
+        dst: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        let layout = MatricesLayout::of(&matrices);
+        if dst.bytes() < layout.bytes {
+            return Err(Error::Device {
+                device: dst.device(),
+                operation: "copy constraint matrices to device",
+                message: format!("a buffer of {} bytes for matrices of {} bytes", dst.bytes(), layout.bytes),
+            });
+        }
+        let dst = dst.clone();
+        self.enqueue(tag, move |stream| {
+            with_buffer::<u8, _>(&dst, |buffer| stream.upload_matrices(&matrices, &layout, buffer))
+        })
+    }
+
+    fn evaluate_constraints(
+        &self,
+        matrices: &ResidentMatrices,
+        inputs: &DeviceBuffer,
+        aux: &DeviceBuffer,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        matrices.check_evaluation(inputs, aux, [a, b, c])?;
+        let (resident, layout) = (matrices.buffer().clone(), *matrices.layout());
+        let (inputs, aux, a, b, c) = (inputs.clone(), aux.clone(), a.clone(), b.clone(), c.clone());
+        self.enqueue(tag, move |stream| {
+            with_buffer::<u8, _>(&resident, |resident| {
+                with_buffer::<Scalar, _>(&inputs, |inputs| {
+                    with_buffer::<Scalar, _>(&aux, |aux| {
+                        with_buffer::<Scalar, _>(&a, |a| {
+                            with_buffer::<Scalar, _>(&b, |b| {
+                                with_buffer::<Scalar, _>(&c, |c| {
+                                    stream.evaluate_constraints(resident, &layout, inputs, aux, [a, b, c])
+                                })
+                            })
+                        })
+                    })
+                })
+            })
+        })
+    }
+
+    fn copy_scalars_to_host(&self, src: &DeviceBuffer, len: usize, tag: &WorkTag) -> Result<PendingScalars> {
+        let src = src.clone();
+        let landed: Arc<Mutex<Option<Vec<Scalar>>>> = Arc::default();
+        let landing = landed.clone();
+        let device = self.queue.device();
+        self.enqueue(tag, move |stream| {
+            let values = with_buffer::<Scalar, _>(&src, |buffer| stream.download_first(buffer, len))?;
+            *landing.lock() = Some(values);
+            Ok(())
+        })?;
+        Ok(PendingScalars::new(move || {
+            landed.lock().take().ok_or_else(|| Error::Device {
+                device,
+                operation: "copy scalars to host",
+                message: "the scalars were not copied".into(),
+            })
+        }))
     }
 
     fn copy_results_to_host(&self, results: &DeviceBuffer, tag: &WorkTag) -> Result<PendingResults> {

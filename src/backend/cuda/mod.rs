@@ -15,6 +15,7 @@ mod probe;
 mod raw;
 mod select;
 mod setup;
+mod sparse;
 
 use std::sync::Arc;
 
