@@ -17,7 +17,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::{after_run, prover_config, BenchArgs, BenchCircuit, BenchReport, FaultFigures, Ownership};
-use crate::filecoin::{params, FilecoinProver, ProofKind, ProofTimings, ProvenKind, VanillaRequest};
+use crate::filecoin::{params, FilecoinProver, ProofKind, ProofTimings, ProvenKind, SynthesisFigures, VanillaRequest};
 use crate::prover::{DeviceSelection, Prover};
 use crate::synthetic::{KeyKind, WitnessProfile};
 use crate::{Error, Result};
@@ -45,12 +45,14 @@ pub struct FilecoinFigures {
     /// Key-cache misses over every repetition: one when the parameters were loaded once.
     pub key_misses: u64,
     /// Per partition, over the repetitions from the second on (the first alone when there
-    /// is one): synthesis, the wait for the pipeline, proving and the key's lookup.
+    /// is one): synthesis (summed; all but the first partition's overlaps the proving), the
+    /// wait for the pipeline, proving and the key's lookup.
     pub synthesis_seconds_per_partition: f64,
     pub queue_seconds_per_partition: f64,
     pub gpu_seconds_per_partition: f64,
     pub key_load_seconds_per_partition: f64,
-    /// Synthesis, wait and proving together: what bellperson's figure compares with.
+    /// The first partition's synthesis, the wait and proving together (the later partitions'
+    /// synthesis overlaps the proving): what bellperson's figure compares with.
     pub snarkpipe_total_seconds_per_partition: f64,
     /// filecoin-proofs' verifier on each whole proof.
     pub verify_seconds_per_proof: f64,
@@ -64,6 +66,10 @@ pub struct FilecoinFigures {
     pub bellperson_total_seconds_per_partition: Option<f64>,
     /// bellperson's figure over snarkpipe's.
     pub speedup_over_bellperson: Option<f64>,
+    /// One more run, after the others, measuring partition 0's synthesis four ways on the same
+    /// circuit and cores: bellperson's full synthesis, recording the matrices, witness-only
+    /// synthesis and the evaluation (issue 20's figures).
+    pub synthesis: Option<SynthesisFigures>,
 }
 
 /// The proof kind a `--circuit` names.
@@ -139,6 +145,14 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         }
     }
 
+    let synthesis = match FilecoinProver::with_params_dir(&prover, &params_dir)?.with_synthesis_figures().prove_job(&job) {
+        Ok(proof) => proof.synthesis,
+        Err(err) => {
+            errors.push(format!("the synthesis figures' run: {err}"));
+            None
+        }
+    };
+
     let after = after_run(&prover, args, since, true, Ownership::Owned)?;
     let partitions_per_proof = proven.first().map_or(0, |p| p.partitions);
     let constraints_per_partition = proven.first().map_or(0, |p| p.constraints);
@@ -148,10 +162,10 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         let partitions = (steady.len() * partitions_per_proof).max(1) as f64;
         steady.iter().map(field).sum::<f64>() / partitions
     };
-    let synthesis = per_partition(|t| t.synthesis);
+    let synthesis_per_partition = per_partition(|t| t.synthesis);
     let queue = per_partition(|t| t.queue);
     let gpu = per_partition(|t| t.gpu);
-    let snarkpipe_total = synthesis + queue + gpu;
+    let snarkpipe_total = per_partition(|t| t.first_synthesis) + queue + gpu;
     let bellperson_total =
         bellperson_runs.last().filter(|_| bellperson_partitions > 0).map(|t| t.gpu / bellperson_partitions as f64);
     let partitions = proven.len() * partitions_per_proof;
@@ -169,7 +183,7 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         first_key_load_seconds,
         first_key_misses,
         key_misses,
-        synthesis_seconds_per_partition: synthesis,
+        synthesis_seconds_per_partition: synthesis_per_partition,
         queue_seconds_per_partition: queue,
         gpu_seconds_per_partition: gpu,
         key_load_seconds_per_partition: per_partition(|t| t.key_load),
@@ -181,6 +195,7 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         speedup_over_bellperson: bellperson_total.filter(|_| snarkpipe_total > 0.0).map(|b| b / snarkpipe_total),
         bellperson_runs,
         runs,
+        synthesis,
     };
     Ok(BenchReport {
         backend: after.backend,

@@ -32,7 +32,7 @@ use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound,
 use super::params::ParamFiles;
 use super::vanilla::{decode_vanilla, VanillaRequest};
 use super::{filecoin_error, porep_config, post_config, sector_size_name, ProofKind};
-use crate::circuit::WitnessShape;
+use crate::circuit::{witness_assignment, ConstraintMatrices, SatisfactionCheck, Witness, WitnessShape};
 use crate::params::file::PointCheck;
 use crate::params::ProvingKey;
 use crate::prover::{KeyFor, Prover};
@@ -48,6 +48,9 @@ pub struct ProofTimings {
     /// first partition's comes before the proving (its shape picks the key); the others
     /// overlap it, inside `gpu`.
     pub synthesis: f64,
+    /// Of `synthesis`, the first partition's, which comes before anything is submitted (its
+    /// shape picks the key); zero on bellperson's path.
+    pub first_synthesis: f64,
     /// Waiting for the pipeline before the first partition was placed on a device.
     pub queue: f64,
     /// From the first partition's placement to the last proof (synthesis of the later
@@ -68,6 +71,37 @@ pub struct ProvenKind {
     /// Constraints of one partition's circuit.
     pub constraints: usize,
     pub timings: ProofTimings,
+    /// Partition 0's synthesis measured four ways, when the prover was asked to
+    /// ([`FilecoinProver::with_synthesis_figures`]).
+    pub synthesis: Option<SynthesisFigures>,
+}
+
+/// One partition's synthesis measured four ways on the same circuit and cores, with the
+/// check that the new way gives exactly the old way's witness (`bench --circuit`'s
+/// `synthesis` figures). Seconds of one run each.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SynthesisFigures {
+    pub constraints: usize,
+    /// Threads the evaluation's rayon pool has (each synthesis itself runs on one).
+    pub threads: usize,
+    /// bellperson's way (its `ProvingAssignment`, which `Witness::synthesize` mirrors): a
+    /// `LinearCombination` built and evaluated for every term of every constraint.
+    pub full_seconds: f64,
+    /// Recording the constraint matrices with the witness: once per key.
+    pub record_seconds: f64,
+    /// Witness-only synthesis: bellperson's `WitnessCS`, no linear combination.
+    pub witness_only_seconds: f64,
+    /// a, b and c from the recorded matrices on the CPU (rayon).
+    pub evaluate_seconds: f64,
+    /// Witness-only synthesis and evaluation together, as a partition after the first pays.
+    pub per_proof_seconds: f64,
+    /// `full_seconds` over `per_proof_seconds`.
+    pub speedup: f64,
+    /// Whether witness-only synthesis and evaluation gave exactly the full synthesis's witness.
+    pub witnesses_equal: bool,
+    /// Terms of A, B and C together, and the matrices' host bytes.
+    pub terms: usize,
+    pub matrices_bytes: u64,
 }
 
 /// Proves Filecoin's kinds on a [`Prover`], with parameters from one parameter directory.
@@ -81,6 +115,7 @@ pub struct FilecoinProver<'p> {
     point_check: PointCheck,
     blinding: Option<(Vec<Scalar>, Vec<Scalar>)>,
     bellperson: bool,
+    synthesis_figures: bool,
 }
 
 impl<'p> FilecoinProver<'p> {
@@ -93,6 +128,7 @@ impl<'p> FilecoinProver<'p> {
             point_check: PointCheck::Unchecked,
             blinding: None,
             bellperson: false,
+            synthesis_figures: false,
         }
     }
 
@@ -134,6 +170,13 @@ impl<'p> FilecoinProver<'p> {
     /// bellperson synthesizes inside its prover, so its figure is `gpu` alone, synthesis included.
     pub fn bellperson_reference(mut self) -> Self {
         self.bellperson = true;
+        self
+    }
+
+    /// Before proving, measures partition 0's synthesis four ways ([`SynthesisFigures`]), in
+    /// [`ProvenKind::synthesis`].
+    pub fn with_synthesis_figures(mut self) -> Self {
+        self.synthesis_figures = true;
         self
     }
 
@@ -424,6 +467,12 @@ impl<'p> FilecoinProver<'p> {
         if partitions == 0 {
             return Err(Error::Filecoin("no partitions to prove".into()));
         }
+        let synthesis = match self.synthesis_figures {
+            true => Some(measure_synthesis(|| {
+                partition_circuit::<S, C, P>(public_inputs, &vanilla_proofs[0], public_params, 0)
+            })?),
+            false => None,
+        };
         let (r, s) = self.blinding(partitions);
         // The first partition is synthesized first: its shape picks the key. The others are
         // synthesized by this call's threads while the partitions ahead of them prove.
@@ -439,10 +488,11 @@ impl<'p> FilecoinProver<'p> {
         let queue = batch.handle.queued_for().unwrap_or(Duration::ZERO).min(proving);
         timings.synthesis = batch.synthesis_time.as_secs_f64();
         timings.key_load = batch.key_time.as_secs_f64();
+        timings.first_synthesis = batch.before_proving.saturating_sub(batch.key_time).as_secs_f64();
         timings.queue = queue.as_secs_f64();
         timings.gpu = (proving - queue).as_secs_f64();
         let (proofs, constraints) = (batch.proofs, constraints.get());
-        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints, timings })
+        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints, timings, synthesis })
     }
 
     /// r and s for each partition: the fixed ones when set, else fresh from the OS.
@@ -492,7 +542,7 @@ impl<'p> FilecoinProver<'p> {
         let proving = Instant::now();
         let proofs = bellperson::groth16::create_proof_batch(circuits, &params, r, s)?;
         timings.gpu = proving.elapsed().as_secs_f64();
-        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints: 0, timings })
+        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints: 0, timings, synthesis: None })
     }
 
     /// Runs filecoin-proofs' verifier on the proof; a rejected proof is an error, never returned.
@@ -512,6 +562,40 @@ impl<'p> FilecoinProver<'p> {
             Err(Error::ProofRejected { kind: proven.kind.name() })
         }
     }
+}
+
+/// Synthesizes the circuit `circuit()` builds four ways (see [`SynthesisFigures`]), each on a
+/// fresh copy, and compares the witnesses.
+fn measure_synthesis<C: Circuit<Scalar>>(circuit: impl Fn() -> Result<C>) -> Result<SynthesisFigures> {
+    let timed = |started: Instant| started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let full = Witness::synthesize(circuit()?, SatisfactionCheck::Off)?;
+    let full_seconds = timed(started);
+    let started = Instant::now();
+    let (matrices, _) = ConstraintMatrices::record_with_witness(circuit()?)?;
+    let record_seconds = timed(started);
+    let started = Instant::now();
+    let (inputs, aux) = witness_assignment(circuit()?)?;
+    let witness_only_seconds = timed(started);
+    let started = Instant::now();
+    let (a, b, c) = matrices.evaluate(&inputs, &aux)?;
+    let evaluate_seconds = timed(started);
+    let witnesses_equal =
+        a == full.a && b == full.b && c == full.c && inputs == full.input_assignment && aux == full.aux_assignment;
+    let per_proof_seconds = witness_only_seconds + evaluate_seconds;
+    Ok(SynthesisFigures {
+        constraints: full.a.len(),
+        threads: rayon::current_num_threads(),
+        full_seconds,
+        record_seconds,
+        witness_only_seconds,
+        evaluate_seconds,
+        per_proof_seconds,
+        speedup: if per_proof_seconds > 0.0 { full_seconds / per_proof_seconds } else { 0.0 },
+        witnesses_equal,
+        terms: matrices.a().num_terms() + matrices.b().num_terms() + matrices.c().num_terms(),
+        matrices_bytes: matrices.bytes(),
+    })
 }
 
 /// Partition `k`'s circuit, built as `CompoundProof::circuit_proofs` builds it: from the whole
