@@ -8,7 +8,8 @@
 #   fixtures  snarkpipe fixtures for KINDS into $WORK/params and $WORK/jobs (all cores; the
 #             PoRep and SnapDeals parameters take minutes to generate)
 #   prove     snarkpipe prove --backend cuda --json on each kind's job
-#   bench     snarkpipe bench --backend cuda --circuit KIND --job ... --partitions REPS (3)
+#   bench     snarkpipe bench --backend cuda --circuit KIND --job ... --partitions REPS (3), with
+#             partition 0's synthesis measured four ways (full, recording, witness-only, evaluation)
 #   compat    snarkpipe bench --backend cuda --api compat --log-n 24 --keys setup --partitions 6
 #             (COMPAT_PARTITIONS, COMPAT_LOG_N; COMPAT_BATCH circuits a call, default the bench's:
 #             as many as the prover keeps in flight, at most half, so 3 here: two calls)
@@ -164,6 +165,17 @@ for name, r in lines("bench.jsonl"):
               "snarkpipe/part", r3(f["snarkpipe_total_seconds_per_partition"]),
               "bellperson/part", r3(f["bellperson_total_seconds_per_partition"]),
               "speedup", r3(f["speedup_over_bellperson"]), "errors", r["errors"][:2])
+        y = f.get("synthesis")
+        if y:
+            print("synthesis", name, "constraints", y["constraints"], "threads", y["threads"],
+                  "full", r3(y["full_seconds"]), "record", r3(y["record_seconds"]),
+                  "witness-only", r3(y["witness_only_seconds"]), "evaluate", r3(y["evaluate_seconds"]),
+                  "per-proof", r3(y["per_proof_seconds"]), "speedup", r3(y["speedup"]),
+                  "equal", y["witnesses_equal"], "terms", y["terms"], "matrices-bytes", y["matrices_bytes"],
+                  "staged host/device", y["staged_bytes_host_evaluated"], y["staged_bytes_device_evaluated"],
+                  "witness-host-bytes", y["witness_host_bytes"])
+        waited = [l for l in (r.get("timeline_summary") or "").splitlines() if "synthesis" in l]
+        print("timeline", name, waited, "busy", r.get("busy_fraction"))
     else:
         print("bench", name, "verified", r.get("verified"), "failed", r.get("failed"))
 PY

@@ -34,6 +34,7 @@ use super::vanilla::{decode_vanilla, VanillaRequest};
 use super::{filecoin_error, porep_config, post_config, sector_size_name, ProofKind};
 use crate::circuit::{witness_assignment, ConstraintMatrices, SatisfactionCheck, Witness, WitnessShape};
 use crate::params::file::PointCheck;
+use crate::plan::{staged_bytes_per_partition, witness_host_bytes};
 use crate::params::ProvingKey;
 use crate::prover::{KeyFor, Prover};
 use crate::{with_sector_shape, Error, Result, Scalar};
@@ -102,6 +103,13 @@ pub struct SynthesisFigures {
     /// Terms of A, B and C together, and the matrices' host bytes.
     pub terms: usize,
     pub matrices_bytes: u64,
+    /// Host-to-device bytes a partition stages with a, b and c evaluated on the host (today's
+    /// pipeline), and with them evaluated on the device from resident matrices (inputs and aux
+    /// only): `plan::staged_bytes_per_partition`.
+    pub staged_bytes_host_evaluated: u64,
+    pub staged_bytes_device_evaluated: u64,
+    /// Host bytes the synthesis stage grants a partition of this key for its witness.
+    pub witness_host_bytes: u64,
 }
 
 /// Proves Filecoin's kinds on a [`Prover`], with parameters from one parameter directory.
@@ -583,6 +591,8 @@ fn measure_synthesis<C: Circuit<Scalar>>(circuit: impl Fn() -> Result<C>) -> Res
     let witnesses_equal =
         a == full.a && b == full.b && c == full.c && inputs == full.input_assignment && aux == full.aux_assignment;
     let per_proof_seconds = witness_only_seconds + evaluate_seconds;
+    let staged = staged_bytes_per_partition(&full.shape());
+    let domain = full.a.len().next_power_of_two();
     Ok(SynthesisFigures {
         constraints: full.a.len(),
         threads: rayon::current_num_threads(),
@@ -595,6 +605,9 @@ fn measure_synthesis<C: Circuit<Scalar>>(circuit: impl Fn() -> Result<C>) -> Res
         witnesses_equal,
         terms: matrices.a().num_terms() + matrices.b().num_terms() + matrices.c().num_terms(),
         matrices_bytes: matrices.bytes(),
+        staged_bytes_host_evaluated: staged.host_evaluated,
+        staged_bytes_device_evaluated: staged.device_evaluated,
+        witness_host_bytes: witness_host_bytes(domain, full.input_assignment.len(), full.aux_assignment.len()),
     })
 }
 
