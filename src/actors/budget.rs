@@ -33,8 +33,9 @@ pub struct BudgetLedger {
     in_use_bytes: u64,
     peak_bytes: u64,
     grants_issued: u64,
-    /// Requests waiting, in arrival order: (request id, bytes, where the grant goes).
-    waiting: VecDeque<(u64, u64, Sender<Grant>)>,
+    /// Requests waiting, by rank (highest first), then in arrival order: (request id, bytes,
+    /// where the grant goes, rank).
+    waiting: VecDeque<(u64, u64, Sender<Grant>, u8)>,
 }
 
 impl BudgetLedger {
@@ -49,9 +50,14 @@ impl BudgetLedger {
         }
     }
 
-    /// Queues a request; grants are handed out in arrival order as room appears.
-    fn enqueue(&mut self, id: u64, bytes: u64, reply: Sender<Grant>, releaser: &Releaser) {
-        self.waiting.push_back((id, bytes, reply));
+    /// Queues a request behind every waiting request of its rank or higher, ahead of those of
+    /// lower rank; grants are handed out from the head as room appears. A device's budget
+    /// ranks every request alike (arrival order); the host budget ranks by priority, so that a
+    /// critical request's synthesis (a Winning PoSt's, due within an epoch) does not wait
+    /// behind a batch of PoRep partitions queued before it.
+    fn enqueue(&mut self, id: u64, bytes: u64, reply: Sender<Grant>, rank: u8, releaser: &Releaser) {
+        let at = self.waiting.iter().position(|&(.., waiting_rank)| waiting_rank < rank).unwrap_or(self.waiting.len());
+        self.waiting.insert(at, (id, bytes, reply, rank));
         self.grant_waiting(releaser);
     }
 
@@ -65,11 +71,11 @@ impl BudgetLedger {
     /// Grants from the head of the queue while the head fits. The head is never skipped, so
     /// a large plan cannot starve behind a stream of small ones.
     fn grant_waiting(&mut self, releaser: &Releaser) {
-        while let Some(&(_, bytes, _)) = self.waiting.front() {
+        while let Some(&(_, bytes, ..)) = self.waiting.front() {
             if self.in_use_bytes + bytes > self.capacity_bytes {
                 break;
             }
-            let (_, bytes, reply) = self.waiting.pop_front().expect("front exists");
+            let (_, bytes, reply, _) = self.waiting.pop_front().expect("front exists");
             self.in_use_bytes += bytes;
             self.peak_bytes = self.peak_bytes.max(self.in_use_bytes);
             self.grants_issued += 1;
@@ -127,6 +133,8 @@ struct RequestGrant {
     id: u64,
     bytes: u64,
     reply: Sender<Grant>,
+    /// Higher ranks are queued ahead of lower ones (see `BudgetLedger::enqueue`).
+    rank: u8,
 }
 
 /// Takes a waiting request out of the queue (sent by a dropped [`PendingGrant`]).
@@ -154,7 +162,7 @@ impl Handler<RequestGrant> for BudgetActor {
     type Result = ();
     fn handle(&mut self, msg: RequestGrant, _: &mut Context<Self>) {
         let releaser = self.releaser.clone().expect("set when started");
-        self.ledger.enqueue(msg.id, msg.bytes, msg.reply, &releaser);
+        self.ledger.enqueue(msg.id, msg.bytes, msg.reply, msg.rank, &releaser);
     }
 }
 
@@ -313,8 +321,15 @@ impl MemoryBudget {
         self.capacity_bytes
     }
 
-    /// Queues a request for `bytes`. A plan that can never fit fails now.
+    /// Queues a request for `bytes`, in arrival order. A plan that can never fit fails now.
     pub fn request(&self, bytes: u64) -> Result<PendingGrant> {
+        self.request_ranked(bytes, 0)
+    }
+
+    /// Queues a request for `bytes` ahead of every waiting request of lower `rank` (behind
+    /// those of its rank or higher); the head is never skipped. A plan that can never fit
+    /// fails now.
+    pub fn request_ranked(&self, bytes: u64, rank: u8) -> Result<PendingGrant> {
         if bytes > self.capacity_bytes && self.host {
             return Err(Error::WitnessExceedsHostBudget { needed_bytes: bytes, capacity_bytes: self.capacity_bytes });
         }
@@ -327,7 +342,7 @@ impl MemoryBudget {
         }
         let (reply, receiver) = bounded(1);
         let id = self.next_request.fetch_add(1, Ordering::SeqCst);
-        self.addr.try_send(RequestGrant { id, bytes, reply }).map_err(|_| Error::ShutDown)?;
+        self.addr.try_send(RequestGrant { id, bytes, reply, rank }).map_err(|_| Error::ShutDown)?;
         Ok(PendingGrant { id, receiver, addr: self.addr.clone(), granted: false })
     }
 
@@ -375,6 +390,25 @@ mod tests {
         drop((big, small));
         let report = budget.report().unwrap();
         assert_eq!((report.in_use_bytes, report.waiting), (0, 0));
+    }
+
+    #[test]
+    fn a_higher_rank_is_granted_before_lower_ranks_that_came_first() {
+        let (_system, budget) = budget(100);
+        let held = budget.request(100).unwrap().wait().unwrap();
+        let mut first_normal = budget.request_ranked(50, 1).unwrap();
+        let mut second_normal = budget.request_ranked(50, 1).unwrap();
+        let mut critical = budget.request_ranked(50, 3).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(budget.report().unwrap().waiting, 3);
+        drop(held);
+        let critical = critical.wait().unwrap();
+        let first_normal = first_normal.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        // The twin: within a rank, arrival order, and nothing beyond capacity.
+        assert!(second_normal.try_take().is_none(), "a third grant of 50 beside 100 granted");
+        drop((critical, first_normal));
+        assert_eq!(second_normal.wait().unwrap().bytes(), 50);
     }
 
     #[test]

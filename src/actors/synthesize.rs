@@ -4,7 +4,8 @@
 //! submitted as a witness passes through.
 //!
 //! Before synthesizing it takes a grant from the prover-wide host-memory budget for the
-//! witness the circuit will make (FIFO, given back when the job ends), so partitions in
+//! witness the circuit will make (by priority, then first come first served; given back when
+//! the job ends), so partitions in
 //! flight on every device together never hold more witness memory than the budget. A witness
 //! that can never fit fails at once. A circuit that fails or panics fails its own partition
 //! with a typed error, never retried; the others go on.
@@ -34,7 +35,9 @@ impl StageLogic for Synthesize {
         let key = &job.key;
         // The key's h query has a point for every point of the domain but the last.
         let bytes = witness_host_bytes(key.h.len() + 1, key.vk.ic.len(), key.l.len());
-        let pending = job.pipeline.host_budget.request(bytes)?;
+        // Ranked by priority: a critical partition's witness is granted before the waiting
+        // witnesses of lower priority, whenever they were queued.
+        let pending = job.pipeline.host_budget.request_ranked(bytes, job.request.priority as u8)?;
         job.host_grant = Some(pending.wait_unless(|| request.is_cancelled()).ok_or(Error::Cancelled)?);
         Ok(())
     }

@@ -145,13 +145,14 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         }
     }
 
-    let synthesis = match FilecoinProver::with_params_dir(&prover, &params_dir)?.with_synthesis_figures().prove_job(&job) {
-        Ok(proof) => proof.synthesis,
-        Err(err) => {
-            errors.push(format!("the synthesis figures' run: {err}"));
-            None
-        }
-    };
+    let synthesis =
+        match FilecoinProver::with_params_dir(&prover, &params_dir)?.with_synthesis_figures().prove_job(&job) {
+            Ok(proof) => proof.synthesis,
+            Err(err) => {
+                errors.push(format!("the synthesis figures' run: {err}"));
+                None
+            }
+        };
 
     let after = after_run(&prover, args, since, true, Ownership::Owned)?;
     let partitions_per_proof = proven.first().map_or(0, |p| p.partitions);

@@ -155,7 +155,10 @@ mod tests {
     }
 
     fn same(a: &Witness, b: &Witness) -> bool {
-        a.a == b.a && a.b == b.b && a.c == b.c && a.input_assignment == b.input_assignment
+        a.a == b.a
+            && a.b == b.b
+            && a.c == b.c
+            && a.input_assignment == b.input_assignment
             && a.aux_assignment == b.aux_assignment
     }
 

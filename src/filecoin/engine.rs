@@ -34,8 +34,8 @@ use super::vanilla::{decode_vanilla, VanillaRequest};
 use super::{filecoin_error, porep_config, post_config, sector_size_name, ProofKind};
 use crate::circuit::{witness_assignment, ConstraintMatrices, SatisfactionCheck, Witness, WitnessShape};
 use crate::params::file::PointCheck;
-use crate::plan::{staged_bytes_per_partition, witness_host_bytes};
 use crate::params::ProvingKey;
+use crate::plan::{staged_bytes_per_partition, witness_host_bytes};
 use crate::prover::{KeyFor, Prover};
 use crate::{with_sector_shape, Error, Result, Scalar};
 

@@ -29,7 +29,7 @@ use crate::{Error, Result};
 
 pub use engine::{
     generate_empty_sector_update_proof_with_vanilla, generate_window_post_with_vanilla,
-    generate_winning_post_with_vanilla, seal_commit_phase2, FilecoinProver, ProofTimings, SynthesisFigures, ProvenKind,
+    generate_winning_post_with_vanilla, seal_commit_phase2, FilecoinProver, ProofTimings, ProvenKind, SynthesisFigures,
 };
 pub use vanilla::VanillaRequest;
 
