@@ -339,11 +339,91 @@ impl ConstraintMatrices {
 ///
 /// `WitnessCS` declares itself a witness generator, so gadgets may take faster paths that
 /// allocate without enforcing; [`EvaluationCheck::On`] is what shows that they allocate the
-/// same variables in the same order as the recording.
+/// same variables in the same order as the recording. It runs behind [`DefaultPathWitness`],
+/// which is not extensible, as the recording is not: see there why.
 pub fn witness_assignment<C: Circuit<Scalar>>(circuit: C) -> Result<(Vec<Scalar>, Vec<Scalar>)> {
-    let mut cs = WitnessCS::<Scalar>::new();
+    let mut cs = DefaultPathWitness(WitnessCS::<Scalar>::new());
     circuit.synthesize(&mut cs)?;
-    Ok((cs.scalar_inputs(), cs.scalar_aux()))
+    Ok((cs.0.scalar_inputs(), cs.0.scalar_aux()))
+}
+
+/// bellperson's `WitnessCS`, seen as a constraint system that is not extensible. A circuit may
+/// synthesize another way when its constraint system is extensible: filecoin-proofs' Window and
+/// Winning PoSt circuits then synthesize groups of sectors in parallel sub-systems, each made
+/// with `new()` and given its own "temp ONE", and join them with `extend`. `WitnessCS::new`
+/// already holds ONE, so every sub-system adds one input more than the recording saw, and the
+/// witness no longer fits the matrices. The recording is not extensible, so with this the
+/// witness takes the same path; everything else is `WitnessCS`'s.
+struct DefaultPathWitness(WitnessCS<Scalar>);
+
+impl ConstraintSystem<Scalar> for DefaultPathWitness {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, annotation: A, value: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.0.alloc(annotation, value)
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, annotation: A, value: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.0.alloc_input(annotation, value)
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _annotation: A, _a: LA, _b: LB, _c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        // No linear combination is built: the matrices hold the constraints.
+    }
+
+    fn push_namespace<NR, N>(&mut self, _name: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    fn is_witness_generator(&self) -> bool {
+        self.0.is_witness_generator()
+    }
+
+    fn extend_inputs(&mut self, new_inputs: &[Scalar]) {
+        self.0.extend_inputs(new_inputs)
+    }
+
+    fn extend_aux(&mut self, new_aux: &[Scalar]) {
+        self.0.extend_aux(new_aux)
+    }
+
+    fn allocate_empty(&mut self, aux_n: usize, inputs_n: usize) -> (&mut [Scalar], &mut [Scalar]) {
+        self.0.allocate_empty(aux_n, inputs_n)
+    }
+
+    fn inputs_slice(&self) -> &[Scalar] {
+        self.0.inputs_slice()
+    }
+
+    fn aux_slice(&self) -> &[Scalar] {
+        self.0.aux_slice()
+    }
 }
 
 /// See [`Witness::from_matrices`].

@@ -185,6 +185,52 @@ mod tests {
         assert!(same(&witness, &Witness::synthesize(Branching { x: 4 }, SatisfactionCheck::On).unwrap()));
     }
 
+    /// x·x = y for each value, synthesized in a sub-system joined with `extend` when the
+    /// constraint system is extensible, as filecoin-proofs' PoSt circuits do (with a "temp
+    /// ONE" input of its own).
+    struct Extendable {
+        values: Vec<u64>,
+    }
+
+    fn squares<CS: ConstraintSystem<Scalar>>(cs: &mut CS, values: &[u64]) -> Result<(), SynthesisError> {
+        for &v in values {
+            let x = Scalar::from(v);
+            let xv = cs.alloc(|| "x", || Ok(x))?;
+            let yv = cs.alloc_input(|| "y", || Ok(x * x))?;
+            cs.enforce(|| "x * x = y", |lc| lc + xv, |lc| lc + xv, |lc| lc + yv);
+        }
+        Ok(())
+    }
+
+    impl bellperson::Circuit<Scalar> for Extendable {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            if CS::is_extensible() {
+                let mut sub = CS::new();
+                sub.alloc_input(|| "temp ONE", || Ok(Scalar::from(1u64)))?;
+                squares(&mut sub, &self.values)?;
+                cs.extend(&sub);
+                return Ok(());
+            }
+            squares(cs, &self.values)
+        }
+    }
+
+    /// bellperson's `WitnessCS` is extensible, and through that path such a circuit allocates
+    /// one input more than the recording saw (this failed with `MatricesMismatch` before the
+    /// witness-only synthesis took the default path): the witness from the matrices must equal
+    /// the full synthesis's.
+    #[test]
+    fn a_circuit_with_an_extensible_path_synthesizes_from_the_matrices() {
+        let recording = ShapeRecording::default();
+        for first in [2u64, 5, 11] {
+            let values = vec![first, first + 1, first + 2];
+            let witness = recording.synthesize(Extendable { values: values.clone() }).unwrap();
+            let full = Witness::synthesize(Extendable { values }, SatisfactionCheck::On).unwrap();
+            assert!(same(&witness, &full), "first value {first}");
+        }
+        assert!(recording.matrices().is_some() && !recording.is_unusable());
+    }
+
     #[test]
     fn a_failed_recording_is_retried_by_the_next_synthesis() {
         struct Fails;
