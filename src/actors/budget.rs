@@ -396,9 +396,9 @@ mod tests {
     fn a_higher_rank_is_granted_before_lower_ranks_that_came_first() {
         let (_system, budget) = budget(100);
         let held = budget.request(100).unwrap().wait().unwrap();
-        let mut first_normal = budget.request_ranked(50, 1).unwrap();
+        let first_normal = budget.request_ranked(50, 1).unwrap();
         let mut second_normal = budget.request_ranked(50, 1).unwrap();
-        let mut critical = budget.request_ranked(50, 3).unwrap();
+        let critical = budget.request_ranked(50, 3).unwrap();
         std::thread::sleep(Duration::from_millis(30));
         assert_eq!(budget.report().unwrap().waiting, 3);
         drop(held);

@@ -36,7 +36,7 @@ use crate::backend::BackendKind;
 use crate::error::{Error, Result};
 use crate::groth16::verify;
 use crate::memory::{PinLease, PinnedPool};
-use crate::prover::{DeviceSelection, FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
+use crate::prover::{CircuitRequest, DeviceSelection, FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
 use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use crate::timeline::{chrome, summary, svg};
 
@@ -110,6 +110,12 @@ pub struct BenchArgs {
     /// would. The partitions' own pins then find them locked and lock nothing.
     #[arg(long)]
     pub prepin_witnesses: bool,
+    /// Submit each partition as its synthetic circuit (`Prover::submit_circuits`) instead of
+    /// its witness: the pipeline's synthesis stage synthesizes it, from the key's recorded
+    /// constraint matrices after the first, while the partitions ahead of it prove. The
+    /// summary says how long the device waited on synthesis.
+    #[arg(long)]
+    pub synthesize: bool,
     /// Which API proves: `native` streams requests to the bench's own `Prover`; `compat` calls
     /// `snarkpipe::compat::create_random_proof_batch` as filecoin-proofs calls bellperson (one
     /// `MappedParameters` for every call, on compat's shared prover, whose configuration is
@@ -417,6 +423,7 @@ fn stream_partitions(
     witnesses: &[Arc<crate::circuit::Witness>],
     partitions: usize,
     outstanding: usize,
+    synthesize: bool,
     progress: Option<&indicatif::ProgressBar>,
 ) -> Result<Streamed> {
     let mut rng = ChaCha20Rng::seed_from_u64(spec.seed ^ 0x5eed);
@@ -436,9 +443,14 @@ fn stream_partitions(
         }
     };
     let started = Instant::now();
-    for witness in witnesses.iter().cycle().take(partitions) {
+    for (i, witness) in witnesses.iter().enumerate().cycle().take(partitions) {
         public_inputs.push(witness.public_inputs().to_vec());
-        pending.push_back(prover.submit(ProofRequest::new(key.clone(), vec![witness.clone()], &mut rng))?);
+        let handle = match synthesize {
+            // The circuit of the same witness: its proof verifies with the same inputs.
+            true => prover.submit_circuits(CircuitRequest::new(key.clone(), vec![spec.circuit(i)], &mut rng))?,
+            false => prover.submit(ProofRequest::new(key.clone(), vec![witness.clone()], &mut rng))?,
+        };
+        pending.push_back(handle);
         while pending.len() > outstanding {
             let oldest = pending.pop_front().expect("non-empty");
             settle(oldest, &mut outcomes);
@@ -606,7 +618,8 @@ fn stream_on(
     let devices = prover.device_count();
     // Enough requests queued that no device waits for the next submission.
     let outstanding = (prover.config().in_flight + 1) * devices;
-    let streamed = stream_partitions(prover, key, spec, witnesses, args.partitions, outstanding, bar.as_ref())?;
+    let streamed =
+        stream_partitions(prover, key, spec, witnesses, args.partitions, outstanding, args.synthesize, bar.as_ref())?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
