@@ -6,6 +6,7 @@
 
 mod filecoin;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use filecoin::{check_cli, check_kind, cli_fails, params_dir, prover};
@@ -46,20 +47,28 @@ fn snarkpipe_prove_proves_the_other_kinds() {
     }
 }
 
+/// The second proof of the same kind finds its key in the cache and does not read the
+/// parameters again. Judged per key, not by the cache's global counters: the other tests of
+/// this file prove beside it on the same prover and load their own keys meanwhile.
 #[test]
 fn a_second_proof_reuses_the_resident_key() {
     let job = VanillaRequest::read(&job(ProofKind::WindowPost)).unwrap();
     let engine = FilecoinProver::with_params_dir(prover(), &params_dir()).unwrap();
-    let params = |status: &snarkpipe::params::cache::KeyCacheStatus| {
-        status.entries.iter().filter(|e| format!("{:?}", e.identity).contains("proof-of-spacetime")).count()
+    let per_key = |status: &snarkpipe::params::cache::KeyCacheStatus| {
+        status.entries.iter().map(|e| (format!("{:?}", e.identity), (e.hits, e.loads))).collect::<BTreeMap<_, _>>()
     };
     engine.prove_job(&job).unwrap();
-    let after_first = prover().key_cache_status();
+    let after_first = per_key(&prover().key_cache_status());
     engine.prove_job(&job).unwrap();
-    let after_second = prover().key_cache_status();
-    assert!(after_second.hits > after_first.hits, "the second proof did not hit the key cache: {after_second:?}");
-    assert_eq!(after_second.misses, after_first.misses, "the second proof read the parameters again");
-    assert!(params(&after_second) <= params(&after_first), "a second key for the same file: {after_second:?}");
+    let after_second = per_key(&prover().key_cache_status());
+    let reused: Vec<_> = after_second
+        .iter()
+        .filter(|(identity, (hits, _))| after_first.get(*identity).is_some_and(|(before, _)| hits > before))
+        .collect();
+    assert!(!reused.is_empty(), "the second proof did not hit the key cache: {after_second:?}");
+    for (identity, (_, loads)) in reused {
+        assert_eq!(after_first[identity].1, *loads, "the second proof read the parameters of {identity} again");
+    }
 }
 
 /// A copy of `job` with its JSON edited by `edit`, in a temporary directory.

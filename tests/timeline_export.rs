@@ -260,20 +260,22 @@ fn a_2ms_gap_lowers_busy_and_is_reported_with_what_it_waited_on() {
     assert_eq!(json["idle_gaps"][0]["waiting_on"]["stage"], "pin");
 }
 
-/// A device gap that ends when a partition's synthesis does is time the device waited on
-/// synthesis; its negative twin, the same gap ending on pin, is not.
+/// A device gap during which the partition that ends it was still being synthesized is time
+/// the device waited on synthesis, up to the synthesis's end (the pin after it is not); its
+/// negative twin, the same timeline with that span a pin, waited on none.
 #[test]
-fn a_gap_that_ends_with_a_synthesis_is_waiting_on_synthesis() {
+fn a_gap_while_the_next_partition_synthesizes_is_waiting_on_synthesis() {
     let run = |stage: Stage| {
         Builder::new()
             .span(stream(0, "compute"), Stage::Ntt, 0, 0.0, 2.0)
-            .span(actor("synthesize", Some(0), Some(1)), stage, 1, 0.5, 4.9)
+            .span(actor("synthesize", Some(0), Some(1)), stage, 1, 0.5, 3.5)
+            .span(actor("pin", Some(0), Some(1)), Stage::Pin, 1, 3.5, 4.9)
             .span(stream(0, "copy"), Stage::Htod, 1, 5.0, 6.0)
             .build()
     };
     let summary = summarize(&run(Stage::Synthesize));
-    assert!((summary.waited_on_synthesis_s[&0] - 3.0 * MS).abs() < EPS, "{:?}", summary.waited_on_synthesis_s);
-    assert!(summary.to_string().contains("waited on synthesis: gpu0 3.000 ms"), "{summary}");
+    assert!((summary.waited_on_synthesis_s[&0] - 1.5 * MS).abs() < EPS, "{:?}", summary.waited_on_synthesis_s);
+    assert!(summary.to_string().contains("waited on synthesis: gpu0 1.500 ms"), "{summary}");
     let summary = summarize(&run(Stage::Pin));
     assert_eq!(summary.waited_on_synthesis_s[&0], 0.0);
     assert!(summary.to_string().contains("no device waited on synthesis"), "{summary}");

@@ -1049,6 +1049,7 @@ fn read_matrices<R: Read + Seek>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::circuit::synthesize::tests::InputsOnly;
     use std::io::Cursor;
 
     /// Two constraints over ONE, x, y (aux) and z (an input allocated after them), written with
@@ -1149,20 +1150,6 @@ mod tests {
             other => panic!("expected a synthesis error, got {other:?}"),
         }
         assert_eq!(ConstraintMatrices::record(Ghost { allocated: true }).unwrap().num_constraints(), 3);
-    }
-
-    /// Allocates `inputs` public inputs and enforces nothing.
-    struct InputsOnly {
-        inputs: usize,
-    }
-
-    impl Circuit<Scalar> for InputsOnly {
-        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-            for i in 0..self.inputs {
-                cs.alloc_input(|| format!("input {i}"), || Ok(Scalar::from(i as u64 + 2)))?;
-            }
-            Ok(())
-        }
     }
 
     #[test]

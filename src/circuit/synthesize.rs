@@ -191,7 +191,7 @@ impl ConstraintSystem<Scalar> for WitnessAssembly {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use bellperson::Circuit;
 
@@ -260,9 +260,9 @@ mod tests {
         assert!(matches!(Witness::synthesize(circuit, SatisfactionCheck::Off), Err(Error::MissingAssignment)));
     }
 
-    /// Allocates `inputs` public inputs and enforces nothing.
-    struct InputsOnly {
-        inputs: usize,
+    /// Allocates `inputs` public inputs and enforces nothing (the matrices' tests use it too).
+    pub(in crate::circuit) struct InputsOnly {
+        pub(in crate::circuit) inputs: usize,
     }
 
     impl Circuit<Scalar> for InputsOnly {

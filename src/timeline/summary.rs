@@ -81,8 +81,9 @@ pub struct Summary {
     pub overlap_fraction: f64,
     /// Per device, in time order, the gaps longer than [`IDLE_GAP_MIN_S`] in its work.
     pub idle_gaps: Vec<IdleGap>,
-    /// Per device, the seconds of its idle gaps that ended when a synthesis did: the device
-    /// waited on synthesis (zero for every device that never did).
+    /// Per device, the seconds of its idle gaps during which the partition that ended the gap
+    /// was still being synthesized: the device waited on synthesis (zero for every device that
+    /// never did).
     pub waited_on_synthesis_s: BTreeMap<usize, f64>,
 }
 
@@ -112,9 +113,18 @@ pub fn summarize(t: &Timeline) -> Summary {
         }
     }
 
+    // A gap's share that the partition resuming the device spent still synthesizing: from the
+    // gap's start to the end of that partition's synthesis (or of the gap, if sooner).
     let mut waited_on_synthesis_s: BTreeMap<usize, f64> = busy_fraction.keys().map(|&d| (d, 0.0)).collect();
-    for gap in idle_gaps.iter().filter(|g| g.waiting_on.is_some_and(|w| w.stage == Stage::Synthesize)) {
-        *waited_on_synthesis_s.entry(gap.device).or_default() += gap.duration_s();
+    for gap in &idle_gaps {
+        let synthesized = spans
+            .iter()
+            .filter(|s| s.stage == Stage::Synthesize && s.partition == gap.next.partition)
+            .map(|s| s.end_s)
+            .reduce(f64::max);
+        if let Some(end) = synthesized.filter(|&end| end > gap.start_s) {
+            *waited_on_synthesis_s.entry(gap.device).or_default() += end.min(gap.end_s) - gap.start_s;
+        }
     }
     Summary {
         seconds_total,
