@@ -231,6 +231,17 @@ impl ProofRequest {
     }
 }
 
+/// A request's partitions, r and s agree in number, and there is at least one partition.
+fn check_request_shape(partitions: usize, r: &[Scalar], s: &[Scalar]) -> Result<()> {
+    if partitions == 0 {
+        return Err(Error::EmptyRequest);
+    }
+    if r.len() != partitions || s.len() != partitions {
+        return Err(Error::RandomnessLength { circuits: partitions, r: r.len(), s: s.len() });
+    }
+    Ok(())
+}
+
 /// A witness's vectors must agree with each other before its shape is compared with a key.
 fn check_witness_lengths(w: &Witness) -> Result<()> {
     let bad = |what: String| Err(Error::MalformedWitness(what));
@@ -484,6 +495,9 @@ impl Prover {
             return Err(Error::ShutDown);
         }
         let ProofRequest { key, partitions, r, s, priority, devices } = request;
+        // The request's own shape first: a caller whose r and s do not match the partition
+        // count hears that, not what is wrong inside one of the witnesses.
+        check_request_shape(partitions.len(), &r, &s)?;
         for witness in &partitions {
             check_witness_lengths(witness)?;
             witness.domain()?;
@@ -523,9 +537,7 @@ impl Prover {
         threads: usize,
     ) -> Result<CircuitBatch> {
         let pool = SynthesisPool::new(circuits, SatisfactionCheck::Off);
-        if pool.is_empty() {
-            return Err(Error::EmptyRequest);
-        }
+        check_request_shape(pool.len(), &r, &s)?;
         let mut inputs: Vec<PartitionInput> =
             pool.defer().into_iter().map(|c| PartitionInput::Circuit(Arc::new(c))).collect();
         let started = std::time::Instant::now();
@@ -565,12 +577,7 @@ impl Prover {
         priority: Priority,
         devices: Option<Vec<usize>>,
     ) -> Result<ProofHandle> {
-        if inputs.is_empty() {
-            return Err(Error::EmptyRequest);
-        }
-        if r.len() != inputs.len() || s.len() != inputs.len() {
-            return Err(Error::RandomnessLength { circuits: inputs.len(), r: r.len(), s: s.len() });
-        }
+        check_request_shape(inputs.len(), &r, &s)?;
         // A delta at infinity fails every proof at assembly, after all its device work and
         // every retry: refuse the key here, once, before any of it.
         if bool::from(key.vk.delta_g1.is_identity()) || bool::from(key.vk.delta_g2.is_identity()) {
