@@ -119,6 +119,12 @@ pub const fn witness_host_bytes(domain: usize, inputs: usize, aux: usize) -> u64
     scalar_bytes(3 * domain + inputs + aux) + (inputs + 2 * aux) as u64
 }
 
+/// Host bytes of a partition synthesized witness-only for the device to evaluate: its inputs
+/// (ONE included) and aux values; the densities and matrices are its key's, held once.
+pub const fn assignment_host_bytes(inputs: usize, aux: usize) -> u64 {
+    scalar_bytes(inputs + aux)
+}
+
 /// Alignment of each section of resident constraint matrices: the allocator's, so that every
 /// section starts where a kernel may load 16 bytes at a time.
 pub const MATRICES_SECTION_ALIGN: u64 = 256;

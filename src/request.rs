@@ -13,8 +13,9 @@ use blstrs::{Bls12, Scalar};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::circuit::{DeferredCircuit, Witness};
+use crate::circuit::{Assignment, DeferredCircuit, Witness, WitnessShape};
 use crate::error::{Error, Result};
+use crate::math::Domain;
 use crate::params::ProvingKey;
 
 /// How urgent a request is. A waiting partition of higher priority is admitted before any
@@ -48,15 +49,50 @@ pub enum PartitionInput {
     /// A synthesized witness.
     Witness(Arc<Witness>),
     /// A circuit the synthesis stage synthesizes; once it has, the partition carries its
-    /// witness (a retry does not synthesize again).
+    /// witness or assignment (a retry does not synthesize again).
     Circuit(Arc<DeferredCircuit>),
+    /// A circuit synthesized witness-only: the device evaluates its a, b and c from the key's
+    /// recorded matrices.
+    Assignment(Arc<Assignment>),
 }
 
 impl PartitionInput {
-    /// The witness, once there is one.
+    /// The whole witness, when the host has it.
     pub fn witness(&self) -> Option<&Arc<Witness>> {
         match self {
             PartitionInput::Witness(witness) => Some(witness),
+            PartitionInput::Circuit(_) | PartitionInput::Assignment(_) => None,
+        }
+    }
+
+    /// Whether it is synthesized (a witness or an assignment), not a circuit.
+    pub fn is_synthesized(&self) -> bool {
+        !matches!(self, PartitionInput::Circuit(_))
+    }
+
+    /// The shape the key must have, once synthesized.
+    pub fn shape(&self) -> Option<WitnessShape> {
+        match self {
+            PartitionInput::Witness(witness) => Some(witness.shape()),
+            PartitionInput::Assignment(assignment) => Some(assignment.shape()),
+            PartitionInput::Circuit(_) => None,
+        }
+    }
+
+    /// The domain of its constraints, once synthesized.
+    pub fn domain(&self) -> Option<Result<Domain>> {
+        match self {
+            PartitionInput::Witness(witness) => Some(witness.domain()),
+            PartitionInput::Assignment(assignment) => Some(assignment.domain()),
+            PartitionInput::Circuit(_) => None,
+        }
+    }
+
+    /// The public inputs its proof is verified against, once synthesized.
+    pub fn public_inputs(&self) -> Option<&[Scalar]> {
+        match self {
+            PartitionInput::Witness(witness) => Some(witness.public_inputs()),
+            PartitionInput::Assignment(assignment) => Some(assignment.public_inputs()),
             PartitionInput::Circuit(_) => None,
         }
     }

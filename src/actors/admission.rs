@@ -2,10 +2,15 @@
 //! grant all of it (and room for the proving key if it is not resident) before any stage
 //! starts. A plan that can never fit fails here, not mid-proof.
 
+use std::sync::Arc;
+
 use super::messages::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::plan::{key_chunk_bytes, key_chunk_points, msm_pass_points, partition_plan_bytes, partition_plan_bytes_with_pass, MIN_KEY_CHUNK_POINTS};
+use crate::circuit::assignment::first_unsatisfied;
 use crate::error::{Error, Result};
+use crate::plan::resident_matrices_bytes;
+use crate::request::PartitionInput;
 use crate::stage::Stage;
 
 /// Admits partitions to one device.
@@ -19,7 +24,7 @@ impl StageLogic for Admission {
     fn advance(&mut self, job: &mut PartitionJob) -> Result<()> {
         let pipeline = job.pipeline.clone();
         let device = pipeline.device.as_ref();
-        let shape = job.witness()?.shape();
+        let shape = job.input.shape().ok_or_else(|| PartitionJob::missing("witness"))?;
         let plan = partition_plan_bytes(device, &shape, job.log_n);
         job.msm_pass_points = device.min_msm_pass_points();
         let resident = pipeline.resident_key(&job.key);
@@ -48,6 +53,8 @@ impl StageLogic for Admission {
             pipeline.evict_idle_keys_for(bytes);
             tracing::debug!(plan_bytes = plan, chunk, "the key streams: waiting for the partition's grant");
             job.key_chunk_points = Some(chunk);
+            // No room for matrices beside a streamed key: its a, b and c come from the host.
+            evaluate_on_host(job)?;
             job.grant = Some(pipeline.budget.request(bytes)?.wait_unless(waiting_for(bytes)).ok_or(Error::Cancelled)?);
             job.admission = Some(pipeline.line.admit());
             return Ok(());
@@ -68,6 +75,28 @@ impl StageLogic for Admission {
                 pipeline.make_resident(&job.key, grant)?
             }
         };
+        if let PartitionInput::Assignment(assignment) = &job.input {
+            let matrices = assignment.matrices().clone();
+            job.matrices = match resident.matrices_for(&matrices) {
+                Some(held) => Some(held),
+                None => {
+                    let bytes = resident_matrices_bytes(&matrices);
+                    pipeline.evict_idle_keys_for(bytes + plan);
+                    match pipeline.budget.request(bytes) {
+                        Ok(pending) => {
+                            let grant = pending.wait_unless(waiting_for(bytes + plan)).ok_or(Error::Cancelled)?;
+                            Some(resident.attach_matrices(matrices, grant))
+                        }
+                        // Matrices that can never fit this device: the host evaluates.
+                        Err(Error::PlanExceedsDevice { .. }) => None,
+                        Err(err) => return Err(err),
+                    }
+                }
+            };
+            if job.matrices.is_none() {
+                evaluate_on_host(job)?;
+            }
+        }
         job.resident_key = Some(resident);
         tracing::debug!(
             plan_bytes = plan,
@@ -79,4 +108,24 @@ impl StageLogic for Admission {
         job.admission = Some(pipeline.line.admit());
         Ok(())
     }
+}
+
+/// Turns a partition synthesized witness-only into its whole witness, evaluated on the host
+/// and checked to satisfy its matrices, for a device that cannot hold the matrices. A witness
+/// that does not satisfy them shows that the circuit's structure follows its witness: the
+/// partition fails with [`Error::MatricesMismatch`], and the key's later partitions are
+/// synthesized in full.
+fn evaluate_on_host(job: &mut PartitionJob) -> Result<()> {
+    let PartitionInput::Assignment(assignment) = &job.input else { return Ok(()) };
+    let witness = assignment.evaluate()?;
+    if let Some(index) = first_unsatisfied(&witness) {
+        job.key.recording.mark_unusable();
+        return Err(Error::MatricesMismatch {
+            what: "satisfaction",
+            index,
+            detail: "the witness from the recorded matrices violates this constraint".into(),
+        });
+    }
+    job.input = PartitionInput::Witness(Arc::new(witness));
+    Ok(())
 }

@@ -31,6 +31,9 @@ impl StageLogic for Assemble {
         if let Some(resident) = &job.resident_key {
             resident.check_for(Some(job.partition_id))?;
         }
+        if let Some(matrices) = &job.matrices {
+            matrices.check_for(Some(job.partition_id))?;
+        }
         job.failure.check()?;
         let results = job.pending_results.take().ok_or_else(|| PartitionJob::missing("results"))?.read()?;
         job.proof = Some(assemble_proof(&job.key.vk, &results, job.r, job.s)?);

@@ -1,6 +1,8 @@
 //! The host-to-device actor: allocates the partition's device buffers under its grant and
 //! queues the copies on the device's upload stream (the proving key's too, once per device;
 //! a key too large to stay resident gets two chunk buffers instead, filled by the MSM stage).
+//! A partition the device evaluates uploads its assignment only, and the key's constraint
+//! matrices once per device.
 
 use super::messages::{PartitionBuffers, PartitionJob};
 use super::stage_actor::{StageLogic, Threads};
@@ -47,14 +49,21 @@ impl StageLogic for Htod {
                 None => Vec::new(),
             },
         };
-        for (src, dst) in [
-            (staged.a.source(), &buffers.a),
-            (staged.b.source(), &buffers.b),
-            (staged.c.source(), &buffers.c),
+        // The key's constraint matrices, the first time a partition evaluated on this device
+        // needs them: queued on this stream before the partition's own copies, so that its
+        // evaluation (and every later partition's) runs after them.
+        if let Some(matrices) = &job.matrices {
+            matrices.upload_once(device, &stream, job.uploader(), job.seniority())?;
+        }
+        let mut copies = vec![
             (staged.aux.source(), &buffers.aux),
             (staged.a_query_inputs.shared(), &buffers.a_query),
             (staged.b_query_inputs.shared(), &buffers.b_query),
-        ] {
+        ];
+        if let Some([a, b, c]) = &staged.evaluations {
+            copies.extend([(a.source(), &buffers.a), (b.source(), &buffers.b), (c.source(), &buffers.c)]);
+        }
+        for (src, dst) in copies {
             let tag = job.tag(Stage::Htod).with("bytes", scalar_bytes((*src).as_ref().len()));
             stream.copy_scalars_to_device(src, dst, &tag)?;
         }

@@ -10,13 +10,13 @@ use bellperson::groth16::Proof;
 use blstrs::{Bls12, Scalar};
 
 use super::budget::Grant;
-use super::pipeline::{DevicePipeline, ResidentKey, Uploader};
+use super::pipeline::{DeviceMatrices, DevicePipeline, ResidentKey, Uploader};
 use crate::backend::faults::{FaultInjector, FaultScope};
 use crate::backend::{
     AdmissionTicket, DeviceBuffer, DeviceStream, FailureSlot, HostScalars, PendingResults, Seniority, StageEvent,
     WorkTag,
 };
-use crate::circuit::{PackedDensity, Witness};
+use crate::circuit::{ConstraintEvaluation, PackedDensity, Witness};
 use crate::error::{Error, Result};
 use crate::memory::{PinLease, PinnedScalars};
 use crate::params::ProvingKey;
@@ -31,9 +31,9 @@ pub struct Advance(pub Box<PartitionJob>);
 
 /// What a partition is uploaded from, all of it page-locked.
 pub struct StagedInputs {
-    pub a: StagedVector,
-    pub b: StagedVector,
-    pub c: StagedVector,
+    /// a, b and c when the host evaluated them; none when the device evaluates them from the
+    /// key's resident matrices ([`PartitionJob::matrices`]).
+    pub evaluations: Option<[StagedVector; 3]>,
     pub aux: StagedVector,
     /// The inputs' part of the A query (every input) and of the B query (the inputs B uses);
     /// the aux part of each is picked out of `aux` on the device with these selections.
@@ -95,15 +95,25 @@ pub enum WitnessPart {
     Aux,
 }
 
-/// One vector of a shared witness, readable by the copies queued from it.
+/// One vector of a partition's shared input, readable by the copies queued from it.
 pub struct WitnessVector {
-    pub witness: Arc<Witness>,
+    pub input: Arc<PartitionInput>,
     pub part: WitnessPart,
 }
 
 impl WitnessPart {
-    /// This vector of `witness`.
-    pub fn of(self, witness: &Witness) -> &[Scalar] {
+    /// This vector of `input`: empty where it has none (a circuit not yet synthesized, or the
+    /// a, b and c of an assignment, which the device evaluates).
+    pub fn of(self, input: &PartitionInput) -> &[Scalar] {
+        match (input, self) {
+            (PartitionInput::Witness(w), part) => part.of_witness(w),
+            (PartitionInput::Assignment(a), WitnessPart::Aux) => a.aux_assignment(),
+            _ => &[],
+        }
+    }
+
+    /// This vector of a whole witness.
+    pub fn of_witness(self, witness: &Witness) -> &[Scalar] {
         match self {
             WitnessPart::A => &witness.a,
             WitnessPart::B => &witness.b,
@@ -115,7 +125,7 @@ impl WitnessPart {
 
 impl WitnessVector {
     pub fn values(&self) -> &[Scalar] {
-        self.part.of(&self.witness)
+        self.part.of(&self.input)
     }
 }
 
@@ -172,6 +182,9 @@ pub struct PartitionJob {
     pub buffers: Option<PartitionBuffers>,
     pub staged: Option<StagedInputs>,
     pub resident_key: Option<Arc<ResidentKey>>,
+    /// The key's constraint matrices on this device, when the device evaluates a, b and c
+    /// (held like the key: the device memory and its grant outlive every job using them).
+    pub matrices: Option<Arc<DeviceMatrices>>,
     /// Set when the key does not fit on the device beside the partition: its points stream
     /// through two chunk buffers of this many points (see `actors/msm.rs`).
     pub key_chunk_points: Option<usize>,
@@ -196,6 +209,9 @@ pub struct PartitionJob {
     pub stage: Stage,
     /// Whether the proof is verified before it is returned.
     pub verify: bool,
+    /// Where the synthesis stage leaves a, b and c of a partition synthesized from its key's
+    /// recorded matrices (the device only when `verify` is on).
+    pub evaluation: ConstraintEvaluation,
     /// Set once the outcome is on its way to the request: a job dropped before then reports
     /// its own failure (see `Drop`).
     pub(crate) finished: bool,
@@ -297,6 +313,7 @@ impl PartitionJob {
             self.buffers.take(),
             self.staged.take(),
             self.resident_key.take(),
+            self.matrices.take(),
             std::mem::take(&mut self.key_pins),
             self.grant.take(),
             self.host_grant.take(),
@@ -377,6 +394,7 @@ impl Drop for PartitionJob {
         drop(self.buffers.take());
         drop(self.staged.take());
         drop(self.resident_key.take());
+        drop(self.matrices.take());
         self.key_pins.clear();
         drop(self.grant.take());
         drop(self.host_grant.take());

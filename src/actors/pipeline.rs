@@ -12,7 +12,10 @@ use super::budget::{Grant, MemoryBudget};
 use super::messages::{Advance, PartitionJob};
 use super::pin::StagingMode;
 use crate::backend::faults::FaultInjector;
-use crate::backend::{AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, Seniority, StageEvent, WorkTag};
+use crate::backend::{
+    AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, ResidentMatrices, Seniority, StageEvent, WorkTag,
+};
+use crate::circuit::ConstraintMatrices;
 use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
@@ -43,12 +46,44 @@ pub struct ResidentKey {
     uploader: OnceLock<Option<Uploader>>,
     pub pins: Mutex<Vec<PinLease>>,
     last_used: Mutex<Instant>,
+    /// The key's constraint matrices on this device, once a partition evaluated on the device
+    /// needed them; they go with the key.
+    matrices: Mutex<Option<Arc<DeviceMatrices>>>,
     _grant: Grant,
 }
 
 impl ResidentKey {
+    /// Device bytes the key holds, its constraint matrices included.
     pub fn bytes(&self) -> u64 {
-        self._grant.bytes()
+        self._grant.bytes() + self.matrices.lock().as_ref().map_or(0, |m| m.bytes())
+    }
+
+    /// The key's matrices on this device if they are `matrices` and their upload has not
+    /// failed (failed ones are dropped, so that the next partition uploads them afresh).
+    pub fn matrices_for(&self, matrices: &Arc<ConstraintMatrices>) -> Option<Arc<DeviceMatrices>> {
+        let mut held = self.matrices.lock();
+        if held.as_ref().is_some_and(|m| m.failure.is_failed()) {
+            *held = None;
+        }
+        held.as_ref().filter(|m| Arc::ptr_eq(&m.source, matrices)).cloned()
+    }
+
+    /// Holds `matrices` on this device beside the key, in memory granted by `grant` (their
+    /// buffer is allocated when the htod stage uploads them). Matrices of another recording
+    /// held before are replaced; the same ones, already held, are kept and the grant goes back.
+    pub fn attach_matrices(&self, matrices: Arc<ConstraintMatrices>, grant: Grant) -> Arc<DeviceMatrices> {
+        if let Some(held) = self.matrices_for(&matrices) {
+            return held;
+        }
+        let attached = Arc::new(DeviceMatrices {
+            source: matrices,
+            resident: Mutex::new(None),
+            failure: FailureSlot::new(),
+            uploader: OnceLock::new(),
+            _grant: grant,
+        });
+        *self.matrices.lock() = Some(attached.clone());
+        attached
     }
     pub fn is_key(&self, key: &Arc<ProvingKey>) -> bool {
         Arc::ptr_eq(&self.key, key)
@@ -91,6 +126,80 @@ impl ResidentKey {
             self.failure.fail(err.clone());
         }
         queued
+    }
+}
+
+/// A key's constraint matrices on one device ([`ResidentKey::attach_matrices`]): uploaded by
+/// the first partition evaluated on the device, then read by every later one's evaluation.
+pub struct DeviceMatrices {
+    source: Arc<ConstraintMatrices>,
+    /// Set once their upload is queued on the device's copy-in stream: every partition's own
+    /// uploads, and so its evaluation, are ordered after it.
+    resident: Mutex<Option<ResidentMatrices>>,
+    /// A failed upload fails every partition that evaluated with them (see `check_for`).
+    pub failure: FailureSlot,
+    uploader: OnceLock<Uploader>,
+    _grant: Grant,
+}
+
+impl DeviceMatrices {
+    /// Device bytes granted for them.
+    pub fn bytes(&self) -> u64 {
+        self._grant.bytes()
+    }
+
+    /// The matrices on the device: allocated and queued for upload on `stream` (the device's
+    /// copy-in stream) the first time, by `uploader`'s staging; the same buffer afterwards.
+    pub fn upload_once(
+        &self,
+        device: &dyn Device,
+        stream: &Arc<dyn DeviceStream>,
+        uploader: Uploader,
+        seniority: Seniority,
+    ) -> Result<ResidentMatrices> {
+        let mut resident = self.resident.lock();
+        if let Some(resident) = &*resident {
+            self.check_for(Some(uploader.partition_id))?;
+            return Ok(resident.clone());
+        }
+        self.check_for(Some(uploader.partition_id))?;
+        let _ = self.uploader.set(uploader);
+        let tag = WorkTag::new(uploader.index, Stage::Htod, &self.failure)
+            .drawn_as(uploader.partition_id)
+            .ranked(seniority)
+            .with("partition", uploader.partition_id)
+            .with("what", "constraint matrices")
+            .with("bytes", self.bytes());
+        match ResidentMatrices::upload(device, stream.as_ref(), self.source.clone(), &tag) {
+            Ok(uploaded) => {
+                *resident = Some(uploaded.clone());
+                Ok(uploaded)
+            }
+            Err(err) => {
+                self.failure.fail(err.clone());
+                Err(err)
+            }
+        }
+    }
+
+    /// The matrices on the device, once their upload is queued.
+    pub fn uploaded(&self) -> Option<ResidentMatrices> {
+        self.resident.lock().clone()
+    }
+
+    /// Whether the matrices are usable by partition `partition_id`: a failed upload is its
+    /// uploader's own failure, and [`Error::SharedKeyFailed`] (sent round again without
+    /// spending an attempt) to any other partition.
+    pub fn check_for(&self, partition_id: Option<usize>) -> Result<()> {
+        let Some(cause) = self.failure.failure() else { return Ok(()) };
+        match self.uploader.get() {
+            Some(u) if Some(u.partition_id) == partition_id => Err(cause),
+            Some(u) => Err(Error::SharedKeyFailed {
+                queued_by: format!("partition {} of request {} (the key's constraint matrices)", u.index, u.request),
+                cause: Box::new(cause),
+            }),
+            None => Err(cause),
+        }
     }
 }
 
@@ -482,6 +591,7 @@ impl DevicePipeline {
             uploader: OnceLock::new(),
             pins: Mutex::new(Vec::new()),
             last_used: Mutex::new(Instant::now()),
+            matrices: Mutex::new(None),
             _grant: grant,
         });
         let mut keys = self.keys.lock();

@@ -1,12 +1,15 @@
 //! The verification actor: checks each assembled proof with the key's verifying key and the
 //! partition's public inputs before it leaves the prover. A proof that fails the pairing check
 //! came from a device that computed wrongly (the inputs were checked at submit): it is a device
-//! fault, retried elsewhere, and the device counts it towards being avoided.
+//! fault, retried elsewhere, and the device counts it towards being avoided, unless the
+//! partition's a, b and c were evaluated on the device from an assignment that does not satisfy
+//! its key's recorded matrices: then the circuit is at fault.
 
 use super::messages::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::error::{Error, Result};
 use crate::groth16::verify;
+use crate::request::PartitionInput;
 use crate::stage::Stage;
 
 /// Verifies proofs on the host.
@@ -22,11 +25,26 @@ impl StageLogic for Verify {
             return Ok(());
         }
         let proof = job.proof.as_ref().ok_or_else(|| PartitionJob::missing("proof"))?;
-        if verify(&job.key.prepared_vk(), proof, job.witness()?.public_inputs())? {
-            Ok(())
-        } else {
-            job.proof = None;
-            Err(Error::WrongResult { device: job.pipeline.ordinal })
+        let inputs = job.input.public_inputs().ok_or_else(|| PartitionJob::missing("witness"))?;
+        if verify(&job.key.prepared_vk(), proof, inputs)? {
+            return Ok(());
         }
+        job.proof = None;
+        // An assignment evaluated on the device is checked here, on this failure path only:
+        // one that does not satisfy the key's recorded matrices is the circuit's doing (its
+        // structure follows its witness), not the device's.
+        if let PartitionInput::Assignment(assignment) = &job.input {
+            if let Some(index) = assignment.first_unsatisfied()? {
+                job.key.recording.mark_unusable();
+                return Err(Error::MatricesMismatch {
+                    what: "satisfaction",
+                    index,
+                    detail: "the assignment evaluated by the key's recorded matrices violates this constraint; \
+                             the key's later partitions are synthesized in full"
+                        .into(),
+                });
+            }
+        }
+        Err(Error::WrongResult { device: job.pipeline.ordinal })
     }
 }

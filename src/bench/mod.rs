@@ -504,9 +504,9 @@ fn pin_witnesses(prover: &Prover, witnesses: &[Arc<crate::circuit::Witness>]) ->
     let mut leases = Vec::new();
     for witness in witnesses {
         for part in [WitnessPart::A, WitnessPart::B, WitnessPart::C, WitnessPart::Aux] {
-            if !part.of(witness).is_empty() {
+            if !part.of_witness(witness).is_empty() {
                 // Each lease owns the witness, so the vectors stay allocated while locked.
-                leases.push(registry.pin_part(witness.clone(), |w| part.of(w))?);
+                leases.push(registry.pin_part(witness.clone(), |w| part.of_witness(w))?);
             }
         }
     }

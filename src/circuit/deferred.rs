@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
-use super::{SatisfactionCheck, ShapeRecording, Witness};
+use super::{ConstraintEvaluation, SatisfactionCheck, ShapeRecording, Synthesized, Witness};
 use crate::{Error, Result, Scalar};
 
-type Synthesis = Box<dyn FnOnce() -> Result<Witness> + Send>;
+type Synthesis = Box<dyn FnOnce(ConstraintEvaluation) -> Result<Synthesized> + Send>;
 
 /// A circuit waiting for the synthesis stage.
 pub struct DeferredCircuit {
@@ -34,26 +34,31 @@ impl std::fmt::Debug for DeferredCircuit {
 
 impl DeferredCircuit {
     /// A circuit the synthesis stage synthesizes on its own thread, with its key's recorded
-    /// constraint matrices ([`ShapeRecording::synthesize`]).
+    /// constraint matrices ([`ShapeRecording::synthesize_for`]).
     pub fn new<C: bellperson::Circuit<Scalar> + Send + 'static>(circuit: C, recording: Arc<ShapeRecording>) -> Self {
-        DeferredCircuit::from_fn(move || recording.synthesize(circuit))
+        DeferredCircuit::from_synthesis(move |evaluation| recording.synthesize_for(circuit, evaluation))
     }
 
     /// Any synthesis that yields a witness.
     pub fn from_fn(synthesis: impl FnOnce() -> Result<Witness> + Send + 'static) -> Self {
+        DeferredCircuit::from_synthesis(move |_| synthesis().map(Synthesized::Witness))
+    }
+
+    fn from_synthesis(synthesis: impl FnOnce(ConstraintEvaluation) -> Result<Synthesized> + Send + 'static) -> Self {
         DeferredCircuit { synthesis: Mutex::new(Some(Box::new(synthesis))) }
     }
 
-    /// Runs the synthesis: once. A circuit that fails or panics is a typed
-    /// [`Error::Synthesis`], which is the partition's own and is not retried (the same circuit
-    /// fails again).
-    pub fn synthesize(&self) -> Result<Witness> {
+    /// Runs the synthesis: once. With [`ConstraintEvaluation::Device`], a circuit synthesized
+    /// from its key's recorded matrices yields its assignment only. A circuit that fails or
+    /// panics is a typed [`Error::Synthesis`], which is the partition's own and is not retried
+    /// (the same circuit fails again).
+    pub fn synthesize(&self, evaluation: ConstraintEvaluation) -> Result<Synthesized> {
         let synthesis = self
             .synthesis
             .lock()
             .take()
             .ok_or_else(|| Error::Internal("a deferred circuit was synthesized twice".into()))?;
-        as_synthesis_error(catch_unwind(AssertUnwindSafe(synthesis)))
+        as_synthesis_error(catch_unwind(AssertUnwindSafe(|| synthesis(evaluation))))
     }
 }
 
@@ -63,20 +68,25 @@ fn synthesize_caught<C: bellperson::Circuit<Scalar>>(
     circuit: C,
     recording: Option<&ShapeRecording>,
     check: SatisfactionCheck,
-) -> Result<Witness> {
+    evaluation: ConstraintEvaluation,
+) -> Result<Synthesized> {
     as_synthesis_error(catch_unwind(AssertUnwindSafe(|| match recording {
-        Some(recording) => recording.synthesize(circuit),
-        None => Witness::synthesize(circuit, check),
+        Some(recording) => recording.synthesize_for(circuit, evaluation),
+        None => Witness::synthesize(circuit, check).map(Synthesized::Witness),
     })))
 }
 
 /// A synthesis's outcome as the partition's own error: the circuit's errors as they are, and
 /// anything else (a panic, a failure of the caller's pool) as [`Error::Synthesis`].
-fn as_synthesis_error(outcome: std::thread::Result<Result<Witness>>) -> Result<Witness> {
+fn as_synthesis_error(outcome: std::thread::Result<Result<Synthesized>>) -> Result<Synthesized> {
     match outcome {
-        Ok(Ok(witness)) => Ok(witness),
+        Ok(Ok(synthesized)) => Ok(synthesized),
         Ok(Err(
-            err @ (Error::Synthesis(_) | Error::MissingAssignment | Error::Unsatisfied { .. } | Error::EmptyCircuit),
+            err @ (Error::Synthesis(_)
+            | Error::MissingAssignment
+            | Error::Unsatisfied { .. }
+            | Error::EmptyCircuit
+            | Error::MatricesMismatch { .. }),
         )) => Err(err),
         Ok(Err(err)) => Err(Error::Synthesis(err.to_string())),
         Err(panic) => Err(Error::Synthesis(format!("the circuit panicked: {}", panic_text(&panic)))),
@@ -91,6 +101,13 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
+/// The synthesis stage's ask for one circuit of a pool, and where to send what it yields.
+struct Ask {
+    index: usize,
+    evaluation: ConstraintEvaluation,
+    reply: Sender<Result<Synthesized>>,
+}
+
 /// The caller's side of circuits that cannot leave its scope: [`SynthesisPool::defer`] makes
 /// a `'static` [`DeferredCircuit`] per circuit that, when the synthesis stage runs it, asks
 /// the pool for that circuit's witness and waits for it; [`SynthesisPool::serve`], run on the
@@ -101,8 +118,8 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
 pub struct SynthesisPool<C> {
     circuits: Vec<Mutex<Option<C>>>,
     check: SatisfactionCheck,
-    asks: Receiver<(usize, Sender<Result<Witness>>)>,
-    ask: Sender<(usize, Sender<Result<Witness>>)>,
+    asks: Receiver<Ask>,
+    ask: Sender<Ask>,
     closed: AtomicBool,
     /// Nanoseconds spent synthesizing, summed over the circuits.
     busy_nanos: AtomicU64,
@@ -135,9 +152,13 @@ impl<C: bellperson::Circuit<Scalar> + Send> SynthesisPool<C> {
         let circuit = self.circuits.get(index).and_then(|slot| slot.lock().take());
         let circuit = circuit.ok_or_else(|| Error::Internal(format!("circuit {index} was asked for twice")))?;
         let started = Instant::now();
-        let outcome = synthesize_caught(circuit, self.recording.get().map(|r| &**r), self.check);
+        let recording = self.recording.get().map(|r| &**r);
+        let outcome = synthesize_caught(circuit, recording, self.check, ConstraintEvaluation::Host);
         self.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::SeqCst);
-        outcome
+        match outcome? {
+            Synthesized::Witness(witness) => Ok(witness),
+            Synthesized::Assignment(assignment) => assignment.evaluate(),
+        }
     }
 
     /// Time spent synthesizing so far, summed over the circuits (they overlap each other and
@@ -159,11 +180,11 @@ impl<C: bellperson::Circuit<Scalar> + Send> SynthesisPool<C> {
         (0..self.circuits.len())
             .map(|index| {
                 let ask = self.ask.clone();
-                DeferredCircuit::from_fn(move || {
+                DeferredCircuit::from_synthesis(move |evaluation| {
                     let gone =
                         || Error::Synthesis("the caller's synthesis pool closed before this circuit's turn".into());
                     let (reply, answer) = bounded(1);
-                    ask.send((index, reply)).map_err(|_| gone())?;
+                    ask.send(Ask { index, evaluation, reply }).map_err(|_| gone())?;
                     answer.recv().map_err(|_| gone())?
                 })
             })
@@ -175,15 +196,16 @@ impl<C: bellperson::Circuit<Scalar> + Send> SynthesisPool<C> {
     pub fn serve(&self) {
         loop {
             match self.asks.recv_timeout(Duration::from_millis(20)) {
-                Ok((index, reply)) => {
+                Ok(Ask { index, evaluation, reply }) => {
                     let circuit = self.circuits.get(index).and_then(|slot| slot.lock().take());
                     let started = Instant::now();
-                    let witness = match circuit {
-                        Some(circuit) => synthesize_caught(circuit, self.recording.get().map(|r| &**r), self.check),
+                    let recording = self.recording.get().map(|r| &**r);
+                    let synthesized = match circuit {
+                        Some(circuit) => synthesize_caught(circuit, recording, self.check, evaluation),
                         None => Err(Error::Internal(format!("circuit {index} was asked for twice"))),
                     };
                     self.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::SeqCst);
-                    let _ = reply.send(witness);
+                    let _ = reply.send(synthesized);
                 }
                 Err(RecvTimeoutError::Timeout) if !self.closed.load(Ordering::SeqCst) => {}
                 Err(_) => return,
@@ -202,8 +224,8 @@ impl<C> Drop for SynthesisPool<C> {
     fn drop(&mut self) {
         // Queued asks go with the receiver; their reply senders drop, failing the stages
         // that wait on them.
-        while let Ok((_, reply)) = self.asks.try_recv() {
-            drop(reply);
+        while let Ok(ask) = self.asks.try_recv() {
+            drop(ask.reply);
         }
     }
 }

@@ -10,12 +10,14 @@
 //! needs only the variables' values, from witness-only synthesis, and one sparse product per
 //! matrix.
 
+pub mod assignment;
 pub mod deferred;
 pub mod matrices;
 pub mod packed;
 pub mod recording;
 pub mod synthesize;
 
+pub use assignment::Assignment;
 pub use deferred::{DeferredCircuit, SynthesisPool};
 pub use matrices::{witness_assignment, ConstraintMatrices, EvaluationCheck, SparseMatrix};
 pub use packed::PackedDensity;
@@ -26,6 +28,29 @@ use serde::Serialize;
 
 use crate::math::Domain;
 use crate::{Error, Result, Scalar};
+
+/// Where the a, b and c of a partition synthesized from its key's recorded constraint matrices
+/// are evaluated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConstraintEvaluation {
+    /// On the device, from matrices resident beside the key: the host stages the assignment
+    /// only. A witness that does not satisfy the matrices (a circuit whose structure follows its
+    /// witness) is caught when its proof fails verification, so this needs the prover's
+    /// verification on; without it the host evaluates.
+    #[default]
+    Device,
+    /// On the host's cores, each witness checked to satisfy the matrices.
+    Host,
+}
+
+/// What synthesizing a partition yields: a whole witness, or an assignment whose a, b and c
+/// the device evaluates.
+#[derive(Debug)]
+pub enum Synthesized {
+    Witness(Witness),
+    Assignment(Assignment),
+}
 
 /// One bit per variable: whether the variable occurs (with a nonzero coefficient) in a query.
 ///

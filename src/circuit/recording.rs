@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rayon::prelude::*;
 
+use super::assignment::first_unsatisfied;
 use super::matrices::{witness_assignment, ConstraintMatrices};
-use super::{SatisfactionCheck, Witness};
+use super::{Assignment, ConstraintEvaluation, SatisfactionCheck, Synthesized, Witness};
 use crate::{Error, Result, Scalar};
 
 /// A key's recorded matrices, or where their recording stands.
@@ -79,6 +79,21 @@ impl ShapeRecording {
     /// circuit's structure depends on its witness: the partition fails with
     /// [`Error::MatricesMismatch`] and every later synthesis of this key is a full one.
     pub fn synthesize<C: bellperson::Circuit<Scalar>>(&self, circuit: C) -> Result<Witness> {
+        match self.synthesize_for(circuit, ConstraintEvaluation::Host)? {
+            Synthesized::Witness(witness) => Ok(witness),
+            Synthesized::Assignment(assignment) => assignment.evaluate(),
+        }
+    }
+
+    /// As [`ShapeRecording::synthesize`], but with [`ConstraintEvaluation::Device`] a partition
+    /// synthesized from the matrices is returned as its [`Assignment`], not evaluated: its
+    /// satisfaction is then judged by its proof's verification ([`ShapeRecording::mark_unusable`]
+    /// when it fails for that reason).
+    pub fn synthesize_for<C: bellperson::Circuit<Scalar>>(
+        &self,
+        circuit: C,
+        evaluation: ConstraintEvaluation,
+    ) -> Result<Synthesized> {
         let plan = {
             let mut state = self.state.lock();
             match &*state {
@@ -91,24 +106,28 @@ impl ShapeRecording {
             }
         };
         match plan {
-            Plan::Full => Witness::synthesize(circuit, SatisfactionCheck::Off),
+            Plan::Full => Witness::synthesize(circuit, SatisfactionCheck::Off).map(Synthesized::Witness),
             Plan::Record => {
                 let mut claim = RecordingClaim { recording: self, done: false };
                 let (matrices, witness) = ConstraintMatrices::record_with_witness(circuit)?;
                 *self.state.lock() = RecordingState::Ready(Arc::new(matrices));
                 claim.done = true;
-                Ok(witness)
+                Ok(Synthesized::Witness(witness))
             }
             Plan::UseMatrices(matrices) => {
                 let (inputs, aux) = witness_assignment(circuit)?;
-                let witness = match Witness::from_matrices(&matrices, inputs, aux) {
-                    Ok(witness) => witness,
+                let assignment = match Assignment::new(matrices, inputs, aux) {
+                    Ok(assignment) => assignment,
                     Err(err) => {
                         // Other counts of variables than the recording's.
                         *self.state.lock() = RecordingState::Unusable;
                         return Err(Error::MatricesMismatch { what: "assignment", index: 0, detail: err.to_string() });
                     }
                 };
+                if evaluation == ConstraintEvaluation::Device {
+                    return Ok(Synthesized::Assignment(assignment));
+                }
+                let witness = assignment.evaluate()?;
                 if let Some(index) = first_unsatisfied(&witness) {
                     *self.state.lock() = RecordingState::Unusable;
                     return Err(Error::MatricesMismatch {
@@ -117,15 +136,16 @@ impl ShapeRecording {
                         detail: "the witness from the recorded matrices violates this constraint".into(),
                     });
                 }
-                Ok(witness)
+                Ok(Synthesized::Witness(witness))
             }
         }
     }
-}
 
-/// The first constraint whose a·b is not c, if any.
-fn first_unsatisfied(witness: &Witness) -> Option<usize> {
-    (0..witness.a.len()).into_par_iter().find_first(|&i| witness.a[i] * witness.b[i] != witness.c[i])
+    /// Every later synthesis of this key is a full one: an assignment from the matrices was
+    /// found not to satisfy them after its device evaluation.
+    pub fn mark_unusable(&self) {
+        *self.state.lock() = RecordingState::Unusable;
+    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use crate::actors::{ActorSystem, BudgetReport, DevicePipeline, MemoryBudget};
 use crate::backend::faults::{FaultInjector, FaultyDevice};
 pub use crate::backend::faults::{FaultScope, FaultSite};
 use crate::backend::{open_devices, BackendKind, CpuModel, Device};
-use crate::circuit::{DeferredCircuit, SatisfactionCheck, SynthesisPool, Witness, WitnessShape};
+use crate::circuit::{ConstraintEvaluation, DeferredCircuit, SatisfactionCheck, SynthesisPool, Witness, WitnessShape};
 use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinnedRegistry};
 use crate::params::cache::{FileStamp, Inserted, KeyCache, KeyCacheStatus, KeyIdentity};
@@ -83,6 +83,12 @@ pub struct ProverConfig {
     /// their synthesis until their partition ends (see `actors/synthesize.rs`): half the
     /// machine's memory by default. A circuit whose witness alone needs more fails at once.
     pub synthesis_host_bytes: u64,
+    /// Where the a, b and c of partitions synthesized from their key's recorded constraint
+    /// matrices are evaluated: on the device by default, so that only the assignment is
+    /// staged. The device's evaluation is used only with `verify_proofs` on (a witness that
+    /// does not satisfy the matrices is caught by its proof's verification); without it, the
+    /// host evaluates and checks every witness.
+    pub constraint_evaluation: ConstraintEvaluation,
 }
 
 /// Half of the machine's memory, or 16 GiB where it cannot be read.
@@ -110,6 +116,7 @@ impl Default for ProverConfig {
             staging: StagingMode::default(),
             key_cache_host_bytes: 128 << 30,
             synthesis_host_bytes: half_the_host_memory(),
+            constraint_evaluation: ConstraintEvaluation::default(),
             timeline_spans: crate::timeline::DEFAULT_TIMELINE_SPANS,
             verify_proofs: true,
             stage_timeout: Duration::from_secs(120),
@@ -436,6 +443,10 @@ impl Prover {
             stopping: stopping.clone(),
             next_partition_id: Arc::new(AtomicUsize::new(0)),
             verify_proofs: config.verify_proofs,
+            constraint_evaluation: match config.verify_proofs {
+                true => config.constraint_evaluation,
+                false => ConstraintEvaluation::Host,
+            },
         };
         let scheduler = std::thread::Builder::new()
             .name("snarkpipe-scheduler".into())

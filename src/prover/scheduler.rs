@@ -94,6 +94,9 @@ pub struct Scheduler {
     pub next_partition_id: Arc<AtomicUsize>,
     /// Whether partitions verify their proofs before returning them.
     pub verify_proofs: bool,
+    /// Where a, b and c of partitions synthesized from recorded matrices are evaluated (the
+    /// device only with `verify_proofs`: see `ProverConfig::constraint_evaluation`).
+    pub constraint_evaluation: crate::circuit::ConstraintEvaluation,
 }
 
 impl Scheduler {
@@ -212,8 +215,8 @@ impl Scheduler {
     ) -> Box<PartitionJob> {
         let request = ticket.request;
         // A circuit's domain is its key's until the synthesis stage knows its witness.
-        let log_n = match ticket.input.witness() {
-            Some(witness) => witness.domain().map(|d| d.log_n()).unwrap_or(0),
+        let log_n = match ticket.input.domain() {
+            Some(domain) => domain.map(|d| d.log_n()).unwrap_or(0),
             None => (request.key.h.len() + 1).trailing_zeros(),
         };
         Box::new(PartitionJob {
@@ -237,6 +240,7 @@ impl Scheduler {
             buffers: None,
             staged: None,
             resident_key: None,
+            matrices: None,
             key_chunk_points: None,
             msm_pass_points: usize::MAX,
             key_pins: Vec::new(),
@@ -252,6 +256,7 @@ impl Scheduler {
             _token: Some(token),
             stage: Stage::ALL[0],
             verify: self.verify_proofs,
+            evaluation: self.constraint_evaluation,
             finished: false,
         })
     }
