@@ -16,8 +16,8 @@ use snarkpipe::Error;
 mod common;
 use common::{assert_nothing_held, bytes, fresh_rng, fresh_seed, have_gpu, partitions, spec, After};
 
-fn prover(backend: BackendKind) -> Prover {
-    Prover::new(ProverConfig {
+fn prover_config(backend: BackendKind) -> ProverConfig {
+    ProverConfig {
         backend,
         devices: DeviceSelection::Only(vec![0]),
         workers_per_device: 2,
@@ -25,8 +25,11 @@ fn prover(backend: BackendKind) -> Prover {
         retries: 0,
         memory_reserve_bytes: if backend == BackendKind::Cpu { 0 } else { 1 << 30 },
         ..ProverConfig::default()
-    })
-    .unwrap()
+    }
+}
+
+fn prover(backend: BackendKind) -> Prover {
+    Prover::new(prover_config(backend)).unwrap()
 }
 
 #[test]
@@ -238,5 +241,49 @@ fn a_key_streamed_in_chunks_on_the_gpu_proves_what_a_resident_key_proves() {
     println!("streamed key: {chunks} chunk copies of up to {chunk} points for {} partitions", witnesses.len());
     for p in [&streamed, &resident] {
         assert_nothing_held(p, After::Shutdown);
+    }
+}
+
+/// Partitions submitted as circuits on the GPU: after the first (which records the key's
+/// matrices), each is synthesized witness-only and its a, b and c are evaluated by the sparse
+/// kernel from matrices resident beside the key. The proofs equal those of the whole witnesses
+/// proven on the CPU backend with the same r and s, and verify; the residency counts the
+/// matrices (so the device did evaluate); nothing is held afterwards.
+#[test]
+fn circuits_evaluated_on_the_gpu_prove_as_their_witnesses_do_on_the_cpu() {
+    if !have_gpu() {
+        return;
+    }
+    use snarkpipe::prover::CircuitRequest;
+    for (log_n, profile) in [(10, WitnessProfile::Random), (14, WitnessProfile::Bits)] {
+        let spec = SyntheticSpec { profile, ..spec(log_n, 4, fresh_seed()) };
+        let key = spec.proving_key().unwrap();
+        let witnesses = partitions(&spec, 5);
+        let gpu = Prover::new(ProverConfig { in_flight: 1, ..prover_config(BackendKind::Cuda) }).unwrap();
+        let request = CircuitRequest::new(key.clone(), (0..5).map(|i| spec.circuit(i)).collect(), &mut fresh_rng());
+        let (r, s) = (request.r.clone(), request.s.clone());
+        let gpu_proofs = gpu.submit_circuits(request).unwrap().wait().unwrap();
+        let matrices = key.recording.matrices().expect("the first partition recorded the matrices");
+        let resident: u64 = gpu.residency().iter().map(|(_, b)| b).sum();
+        assert_eq!(
+            resident,
+            key.device_bytes() + snarkpipe::plan::resident_matrices_bytes(&matrices),
+            "2^{log_n}: the matrices are not resident, so nothing was evaluated on the GPU"
+        );
+        let cpu_request = ProofRequest {
+            key: key.clone(),
+            partitions: witnesses.clone(),
+            r,
+            s,
+            priority: Default::default(),
+            devices: None,
+        };
+        let cpu_proofs = prover(BackendKind::Cpu).prove(cpu_request).unwrap();
+        let pvk = key.prepared_vk();
+        for (i, (g, c)) in gpu_proofs.iter().zip(&cpu_proofs).enumerate() {
+            assert_eq!(bytes(g), bytes(c), "2^{log_n} partition {i}: the GPU's device-evaluated proof differs");
+            assert!(groth16::verify(&pvk, g, witnesses[i].public_inputs()).unwrap());
+        }
+        assert_nothing_held(&gpu, After::Shutdown);
     }
 }
