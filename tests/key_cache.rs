@@ -246,3 +246,71 @@ fn callers_asking_at_once_for_one_key_build_it_once() {
     // The file was read once; the callers that waited for that read were hits.
     assert_eq!((status.misses, status.hits, status.entries[0].loads), (1, 3, 1));
 }
+
+/// Proves `n` chain circuits of `steps` steps as circuits through the pipeline with `key`;
+/// each proof verifies.
+fn prove_chains(prover: &Prover, key: &Arc<snarkpipe::params::ProvingKey>, steps: usize, n: usize) {
+    use snarkpipe::prover::CircuitRequest;
+    let mut rng = fresh_rng();
+    let circuits: Vec<Chain> = (0..n).map(|_| Chain::random(&mut rng, steps)).collect();
+    let inputs: Vec<Scalar> = circuits.iter().map(|c| c.input.unwrap()).collect();
+    let proofs = prover.submit_circuits(CircuitRequest::new(key.clone(), circuits, &mut rng)).unwrap().wait().unwrap();
+    let pvk = prepare_verifying_key(&key.vk);
+    for (proof, input) in proofs.iter().zip(&inputs) {
+        assert!(verify_proof(&pvk, proof, &[*input]).unwrap());
+    }
+}
+
+/// The matrices the first partitions of a `.params` file record are written beside it, and a
+/// later prover (a restarted node) reads them instead of recording: its key holds them before
+/// any partition, equal to the recorded ones, and proves with them. The negative twin: another
+/// setup's file at the same path does not take the first setup's matrices (they are tied to
+/// the verifying key's digest); it records afresh and replaces the file.
+#[test]
+fn recorded_matrices_are_kept_beside_the_params_and_read_by_a_later_prover() {
+    let mut rng = fresh_rng();
+    let steps = 40;
+    let circuit = Chain::random(&mut rng, steps);
+    let shape = shape_of(&circuit);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chain.params");
+    let write = |params: &Parameters<Bls12>| {
+        params.write(std::io::BufWriter::new(std::fs::File::create(&path).unwrap())).unwrap();
+    };
+    write(&setup(&circuit, &mut rng));
+    let beside = snarkpipe::prover::matrices_path(&path);
+    assert_eq!(beside, dir.path().join("chain.params.snarkpipe-matrices"));
+
+    let first = cpu_prover(1 << 40);
+    let key = first.key_for_path(&path, PointCheck::Unchecked, &shape).unwrap();
+    assert!(key.recording.matrices().is_none(), "matrices before any partition, with no file");
+    prove_chains(&first, &key, steps, 3);
+    let recorded = key.recording.matrices().expect("the first partition recorded the matrices");
+    common::wait_until(std::time::Duration::from_secs(30), "the matrices file", || beside.exists());
+
+    let later = cpu_prover(1 << 40);
+    let reread = later.key_for_path(&path, PointCheck::Unchecked, &shape).unwrap();
+    assert!(!Arc::ptr_eq(&key, &reread));
+    let loaded = reread.recording.matrices().expect("the later prover did not read the file");
+    assert_eq!(*loaded, *recorded, "the matrices read back differ from those recorded");
+    prove_chains(&later, &reread, steps, 2);
+    assert!(Arc::ptr_eq(&reread.recording.matrices().unwrap(), &loaded), "recorded again despite the file");
+
+    // Another setup written over the file: the old matrices file is another key's.
+    let stamp = std::fs::metadata(&beside).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(&setup(&circuit, &mut rng));
+    let third = cpu_prover(1 << 40);
+    let other = third.key_for_path(&path, PointCheck::Unchecked, &shape).unwrap();
+    assert!(other.recording.matrices().is_none(), "another setup took the first setup's matrices");
+    prove_chains(&third, &other, steps, 2);
+    common::wait_until(std::time::Duration::from_secs(30), "the matrices file replaced", || {
+        std::fs::metadata(&beside).and_then(|m| m.modified()).is_ok_and(|t| t > stamp)
+    });
+    let fourth = cpu_prover(1 << 40);
+    let reread = fourth.key_for_path(&path, PointCheck::Unchecked, &shape).unwrap();
+    assert!(reread.recording.matrices().is_some(), "the replaced file was not the new setup's");
+    for prover in [&first, &later, &third, &fourth] {
+        assert_nothing_held(prover, After::Requests);
+    }
+}

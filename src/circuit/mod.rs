@@ -21,7 +21,7 @@ pub use assignment::Assignment;
 pub use deferred::{DeferredCircuit, SynthesisPool};
 pub use matrices::{witness_assignment, ConstraintMatrices, EvaluationCheck, SparseMatrix};
 pub use packed::PackedDensity;
-pub use recording::ShapeRecording;
+pub use recording::{MatricesFile, ShapeRecording};
 
 use rayon::prelude::*;
 use serde::Serialize;

@@ -2,19 +2,37 @@
 //! synthesized for the key and used by every later one: witness-only synthesis and one sparse
 //! product per matrix ([`ConstraintMatrices`]) instead of a `LinearCombination` per term.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
 use super::assignment::first_unsatisfied;
 use super::matrices::{witness_assignment, ConstraintMatrices};
-use super::{Assignment, ConstraintEvaluation, SatisfactionCheck, Synthesized, Witness};
+use super::{Assignment, ConstraintEvaluation, SatisfactionCheck, Synthesized, Witness, WitnessShape};
 use crate::{Error, Result, Scalar};
 
 /// A key's recorded matrices, or where their recording stands.
 #[derive(Debug, Default)]
 pub struct ShapeRecording {
     state: Mutex<RecordingState>,
+    /// Where a recording made here is written, tied to its key's digest (see
+    /// [`ShapeRecording::load_or_persist`]).
+    file: OnceLock<(PathBuf, [u8; 32])>,
+}
+
+/// What [`ShapeRecording::load_or_persist`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MatricesFile {
+    /// The file held this key's matrices: no partition needs to record them.
+    Loaded,
+    /// There was no file: the first recording is written to it.
+    WillWrite,
+    /// The file could not be used (the typed error's message: another key's, another format
+    /// version, damaged): the first recording replaces it.
+    Replacing(String),
+    /// Matrices were recorded or loaded already; the file was not read.
+    AlreadyRecorded,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +82,55 @@ impl ShapeRecording {
         }
     }
 
+    /// Keeps the matrices on disk at `path`, for the proving key whose digest is `key_digest`
+    /// and whose circuits have `shape`:
+    /// reads them from there if the file holds this key's (so no partition records them
+    /// again, a full synthesis saved per process start); otherwise the first recording made
+    /// here is written there, in the background, through a temporary file renamed into place.
+    /// A file that cannot be used is never trusted: its typed error is returned in
+    /// [`MatricesFile::Replacing`] and the matrices are recorded afresh.
+    pub fn load_or_persist(&self, path: &Path, key_digest: [u8; 32], shape: &WitnessShape) -> MatricesFile {
+        if !matches!(*self.state.lock(), RecordingState::Empty) {
+            return MatricesFile::AlreadyRecorded;
+        }
+        let _ = self.file.set((path.to_path_buf(), key_digest));
+        if !path.exists() {
+            return MatricesFile::WillWrite;
+        }
+        match ConstraintMatrices::read_file(path, key_digest) {
+            Ok(matrices) if matrices.shape() != *shape => MatricesFile::Replacing(format!(
+                "constraint matrices {} are of the shape {:?}, not the key's {shape:?}",
+                path.display(),
+                matrices.shape()
+            )),
+            Ok(matrices) => {
+                let mut state = self.state.lock();
+                if matches!(*state, RecordingState::Empty) {
+                    *state = RecordingState::Ready(Arc::new(matrices));
+                }
+                MatricesFile::Loaded
+            }
+            Err(err) => MatricesFile::Replacing(err.to_string()),
+        }
+    }
+
+    /// Writes freshly recorded matrices to the file given to `load_or_persist`, if any, on a
+    /// thread of its own (a partition does not wait for a disk). A failure is only logged: the
+    /// matrices are in memory, and the next process records them again.
+    fn persist(&self, matrices: &Arc<ConstraintMatrices>) {
+        let Some((path, digest)) = self.file.get().cloned() else { return };
+        let matrices = matrices.clone();
+        let spawned = std::thread::Builder::new().name("snarkpipe-matrices-write".into()).spawn(move || match matrices
+            .write_file(&path, digest)
+        {
+            Ok(()) => tracing::info!(path = %path.display(), "constraint matrices written beside the parameters"),
+            Err(err) => tracing::warn!(%err, "constraint matrices not written; the next process records them again"),
+        });
+        if let Err(err) = spawned {
+            tracing::warn!(%err, "constraint matrices not written: no thread to write them");
+        }
+    }
+
     /// Whether a witness from the matrices failed them, so that synthesis is full from now on.
     pub fn is_unusable(&self) -> bool {
         matches!(*self.state.lock(), RecordingState::Unusable)
@@ -110,8 +177,10 @@ impl ShapeRecording {
             Plan::Record => {
                 let mut claim = RecordingClaim { recording: self, done: false };
                 let (matrices, witness) = ConstraintMatrices::record_with_witness(circuit)?;
-                *self.state.lock() = RecordingState::Ready(Arc::new(matrices));
+                let matrices = Arc::new(matrices);
+                *self.state.lock() = RecordingState::Ready(matrices.clone());
                 claim.done = true;
+                self.persist(&matrices);
                 Ok(Synthesized::Witness(witness))
             }
             Plan::UseMatrices(matrices) => {

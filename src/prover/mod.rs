@@ -26,7 +26,9 @@ use crate::actors::{ActorSystem, BudgetReport, DevicePipeline, MemoryBudget};
 use crate::backend::faults::{FaultInjector, FaultyDevice};
 pub use crate::backend::faults::{FaultScope, FaultSite};
 use crate::backend::{open_devices, BackendKind, CpuModel, Device};
-use crate::circuit::{ConstraintEvaluation, DeferredCircuit, SatisfactionCheck, SynthesisPool, Witness, WitnessShape};
+use crate::circuit::{
+    ConstraintEvaluation, DeferredCircuit, MatricesFile, SatisfactionCheck, SynthesisPool, Witness, WitnessShape,
+};
 use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinnedRegistry};
 use crate::params::cache::{FileStamp, Inserted, KeyCache, KeyCacheStatus, KeyIdentity};
@@ -89,6 +91,12 @@ pub struct ProverConfig {
     /// does not satisfy the matrices is caught by its proof's verification); without it, the
     /// host evaluates and checks every witness.
     pub constraint_evaluation: ConstraintEvaluation,
+    /// Keep each `.params` file's recorded constraint matrices beside it, as
+    /// `<file>.snarkpipe-matrices` (on by default): a later process reads them instead of
+    /// recording them with its first partition. A file of another key, format or shape, or a
+    /// damaged one, is never used; it is replaced by the next recording. Needs the directory
+    /// to be writable; where it is not, the matrices are only kept in memory.
+    pub constraint_matrices_beside_params: bool,
 }
 
 /// Half of the machine's memory, or 16 GiB where it cannot be read.
@@ -117,6 +125,7 @@ impl Default for ProverConfig {
             key_cache_host_bytes: 128 << 30,
             synthesis_host_bytes: half_the_host_memory(),
             constraint_evaluation: ConstraintEvaluation::default(),
+            constraint_matrices_beside_params: true,
             timeline_spans: crate::timeline::DEFAULT_TIMELINE_SPANS,
             verify_proofs: true,
             stage_timeout: Duration::from_secs(120),
@@ -236,6 +245,13 @@ impl ProofRequest {
         let s = partitions.iter().map(|_| Scalar::random(&mut *rng)).collect();
         ProofRequest { key, partitions, r, s, priority: Priority::Normal, devices: None }
     }
+}
+
+/// Where the constraint matrices of the `.params` file at `params` are kept: beside it.
+pub fn matrices_path(params: &std::path::Path) -> std::path::PathBuf {
+    let mut name = params.as_os_str().to_owned();
+    name.push(".snarkpipe-matrices");
+    std::path::PathBuf::from(name)
 }
 
 /// A request's partitions, r and s agree in number, and there is at least one partition.
@@ -771,7 +787,20 @@ impl Prover {
     /// one rewritten, is another key.
     pub fn key_for_file(&self, file: &ParamsFile, shape: &WitnessShape) -> Result<Arc<ProvingKey>> {
         let identity = KeyIdentity::of(file.verifying_key(), shape).from_file(file_stamp(file.path())?);
-        self.cached_key(identity, || ProvingKey::from_source(file, shape))
+        let digest = *identity.vk_digest.bytes();
+        self.cached_key(identity, || {
+            let key = ProvingKey::from_source(file, shape)?;
+            if self.config.constraint_matrices_beside_params {
+                let path = matrices_path(file.path());
+                match key.recording.load_or_persist(&path, digest, shape) {
+                    MatricesFile::Replacing(why) => {
+                        tracing::warn!(%why, "recorded constraint matrices not used; recording them again")
+                    }
+                    done => tracing::debug!(path = %path.display(), ?done, "constraint matrices beside the parameters"),
+                }
+            }
+            Ok(key)
+        })
     }
 
     /// [`Prover::key_for_file`] for the `.params` file at `path`, which is opened (and its
