@@ -15,6 +15,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions, ProbeField};
+use snarkpipe::bench::floor;
 use snarkpipe::circuit::{witness_assignment, ConstraintMatrices};
 use snarkpipe::plan::{scalar_bytes, MatricesLayout};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
@@ -230,10 +231,17 @@ fn main() {
     let dtod = s.dtod_bandwidth(1 << 31).unwrap();
     let fr_rate = s.field_mul_rate(ProbeField::Fr, 132 * 2048 * 4, 2000).unwrap();
     let fp_rate = s.field_mul_rate(ProbeField::Fp, 132 * 2048 * 2, 1000).unwrap();
+    let fp_sqr_rate = s.field_mul_rate(ProbeField::FpSquaring, 132 * 2048 * 2, 1000).unwrap();
+    // An addition's cost as the kernels' formulas perform it (tests/floor_counts.rs), each
+    // operation at the rate measured just above.
+    let rates =
+        snarkpipe::backend::ArithmeticRates { fr_mul_per_s: fr_rate, fp_mul_per_s: fp_rate, fp_sqr_per_s: fp_sqr_rate };
+    let (g1_add_s, g2_add_s) = (floor::G1_MADD.seconds(&rates), floor::G2_MADD.seconds(&rates));
     row("pinned HtoD".into(), format!("{:.1} GB/s", htod / 1e9), "55 GB/s (HOPPER.md)".into(), "–".into());
     row("DtoD copy (r+w)".into(), format!("{:.0} GB/s", dtod / 1e9), "4200 GB/s (HOPPER.md)".into(), "–".into());
     row("Fr mul rate".into(), format!("{:.1} G/s", fr_rate / 1e9), "–".into(), "–".into());
     row("Fp mul rate".into(), format!("{:.1} G/s", fp_rate / 1e9), "29 G/s (peak estimate)".into(), "–".into());
+    row("Fp sqr rate".into(), format!("{:.1} G/s", fp_sqr_rate / 1e9), "–".into(), "–".into());
     let fp_sqr_rate = s.field_mul_rate(ProbeField::FpSquaring, 132 * 2048 * 2, 1000).unwrap();
     row("Fp squaring rate".into(), format!("{:.1} G/s", fp_sqr_rate / 1e9), "–".into(), "–".into());
 
@@ -300,7 +308,7 @@ fn main() {
             });
             let c = snarkpipe::backend::cuda::window_bits_for(n) as f64;
             let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
-            let floor = adds * 11.0 / fp_rate * 1e3;
+            let floor = adds * g1_add_s * 1e3;
             let profile = if bits { "bits" } else { "random" };
             row(
                 format!("G1 MSM 2^{log_n} {profile}"),
@@ -350,7 +358,7 @@ fn main() {
             });
             let c = snarkpipe::backend::cuda::window_bits_for(n) as f64;
             let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
-            let floor = adds * 33.0 / fp_rate * 1e3;
+            let floor = adds * g2_add_s * 1e3;
             let profile = if bits { "bits" } else { "random" };
             row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), "–".into());
             let variants = wide_window_variant(bits, n, opts);

@@ -25,6 +25,18 @@
 // waits on (kernels/NOTES.md has the comparison).
 #define MONT_OPERAND mont_t
 
+// Host-only counts of the multiplications and squarings of the outlined (12-limb: Fp) field,
+// for the bench's floor: kernels/harness/op_count.cpp defines SNARKPIPE_COUNT_FP_OPS and runs
+// the point formulas on the host, and tests/floor_counts.rs pins the floor's counts to what it
+// prints. Nothing is counted on the device or in any other build.
+#if defined(SNARKPIPE_COUNT_FP_OPS) && !defined(__CUDA_ARCH__)
+struct fp_op_counts { unsigned long muls, sqrs; };
+inline fp_op_counts& fp_op_counter() { static fp_op_counts counts{0, 0}; return counts; }
+#define COUNT_FP_OP(kind) (fp_op_counter().kind++)
+#else
+#define COUNT_FP_OP(kind) ((void)0)
+#endif
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -140,7 +152,10 @@ struct mont_t {
         if (N > 8) return mul_outlined(a, b);
         return mul_fast(a, b);
     }
-    static MUL_OUTLINED mont_t mul_outlined(MONT_OPERAND a, MONT_OPERAND b) { return mul_fast(a, b); }
+    static MUL_OUTLINED mont_t mul_outlined(MONT_OPERAND a, MONT_OPERAND b) {
+        COUNT_FP_OP(muls);
+        return mul_fast(a, b);
+    }
     static HD mont_t mul_fast(const mont_t& a, const mont_t& b) {
 #if defined(__CUDA_ARCH__)
         mont_t r;
@@ -197,6 +212,7 @@ struct mont_t {
         ptx_field<N>::sqr(r.l, a.l);
         return r;
 #else
+        COUNT_FP_OP(sqrs);
         return mul_inline(a, a);
 #endif
     }

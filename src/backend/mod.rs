@@ -376,6 +376,9 @@ pub struct ArithmeticRates {
     pub fr_mul_per_s: f64,
     /// Fp (base field, 381 bits) Montgomery multiplications per second.
     pub fp_mul_per_s: f64,
+    /// Fp squarings per second, by the dedicated squaring (cross products once): faster than
+    /// multiplications, so the floor counts them apart.
+    pub fp_sqr_per_s: f64,
 }
 
 /// An in-order queue of device work. Every call only enqueues; completion is observed through

@@ -6,11 +6,14 @@
 //! What the floor counts, per partition:
 //! - **the quotient** (Fr): seven transforms of 2^log_n, (n/2)·log n multiplications each, and
 //!   the pointwise (a·b − c)·Z⁻¹, two a point;
-//! - **each MSM** (Fp): a mixed addition (11 multiplications on G1, 33 on G2, whose Fp2
-//!   multiplication is three Fp ones) per 0/1 scalar equal to one, when the MSM takes the 0/1
-//!   fast path, and per window per other nonzero scalar, with the window the single-pass model
-//!   picks for that many scalars ([`window_bits_for`]). H is dense: its n − 1 coefficients each
-//!   count as random.
+//! - **each MSM** (Fp): a mixed addition per 0/1 scalar equal to one, when the MSM takes the
+//!   0/1 fast path, and per window per other nonzero scalar, with the window the single-pass
+//!   model picks for that many scalars ([`window_bits_for`]). H is dense: its n − 1 coefficients
+//!   each count as random. An addition costs what the kernels' formula really performs
+//!   ([`G1_MADD`]: madd-2008-s, 8 multiplications and 2 squarings; [`G2_MADD`]: 28 Fp
+//!   multiplications, its Fp2 multiplications being three each and its Fp2 squarings two),
+//!   each operation at its own measured rate: `tests/floor_counts.rs` counts them in the
+//!   kernels' source.
 //!
 //! It leaves out what a faster method could avoid or overlap: the bucket and window reductions,
 //! sorting, the coset shifts, and every memory access. So no run reaches it, and a time well
@@ -25,10 +28,25 @@ use crate::backend::ArithmeticRates;
 use crate::circuit::{Density, Witness};
 use crate::Scalar;
 
-/// Fp multiplications of one mixed (affine into XYZZ) addition on G1, as the kernel bench counts.
-pub const G1_ADD_FP_MULS: f64 = 11.0;
-/// The same on G2: its Fp2 multiplications are three Fp ones each.
-pub const G2_ADD_FP_MULS: f64 = 33.0;
+/// The Fp multiplications and squarings of one point formula, as the kernels perform them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FpOps {
+    pub muls: u32,
+    pub sqrs: u32,
+}
+
+impl FpOps {
+    /// Seconds of one such formula at `rates`, each operation at its own rate.
+    pub fn seconds(self, rates: &ArithmeticRates) -> f64 {
+        self.muls as f64 / rates.fp_mul_per_s + self.sqrs as f64 / rates.fp_sqr_per_s
+    }
+}
+
+/// One mixed (affine into XYZZ) addition on G1, madd-2008-s (`kernels/ec/xyzz.cuh`).
+pub const G1_MADD: FpOps = FpOps { muls: 8, sqrs: 2 };
+/// The same formula on G2: its 8 Fp2 multiplications take three Fp multiplications each
+/// (Karatsuba) and its 2 Fp2 squarings two each (`kernels/ff/bls12_381.cuh`), no Fp squaring.
+pub const G2_MADD: FpOps = FpOps { muls: 28, sqrs: 0 };
 
 /// How one MSM's scalars split for the bucket method.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -72,14 +90,14 @@ impl ScalarCounts {
         }
     }
 
-    /// The Fp multiplications of an MSM over these scalars whose mixed addition costs
-    /// `add_fp_muls`, with the 0/1 fast path on (every one is a single addition).
-    pub fn msm_fp_muls(&self, add_fp_muls: f64) -> f64 {
+    /// The mixed additions of an MSM over these scalars, with the 0/1 fast path on (every one
+    /// is a single addition, every other nonzero scalar one a window).
+    pub fn msm_additions(&self) -> f64 {
         let windows = match self.others {
             0 => 0.0,
             others => 256f64 / window_bits_for(others.max(2)) as f64,
         };
-        (self.ones as f64 + self.others as f64 * windows.ceil()) * add_fp_muls
+        self.ones as f64 + self.others as f64 * windows.ceil()
     }
 }
 
@@ -111,13 +129,13 @@ pub fn partition_floor(witness: &Witness, log_n: u32, rates: ArithmeticRates) ->
     let b_query = ScalarCounts::of(&witness.input_assignment, Some(&witness.b_input_density))
         .plus(ScalarCounts::of(&witness.aux_assignment, Some(&witness.b_aux_density)));
     let h = ScalarCounts { others: (1usize << log_n) - 1, ..Default::default() };
-    let fp = |muls: f64| muls / rates.fp_mul_per_s;
+    let (g1, g2) = (G1_MADD.seconds(&rates), G2_MADD.seconds(&rates));
     let quotient_s = quotient_fr_muls(log_n) / rates.fr_mul_per_s;
-    let h_msm_s = fp(h.msm_fp_muls(G1_ADD_FP_MULS));
-    let l_msm_s = fp(aux.msm_fp_muls(G1_ADD_FP_MULS));
-    let a_msm_s = fp(a_query.msm_fp_muls(G1_ADD_FP_MULS));
-    let b_g1_msm_s = fp(b_query.msm_fp_muls(G1_ADD_FP_MULS));
-    let b_g2_msm_s = fp(b_query.msm_fp_muls(G2_ADD_FP_MULS));
+    let h_msm_s = h.msm_additions() * g1;
+    let l_msm_s = aux.msm_additions() * g1;
+    let a_msm_s = a_query.msm_additions() * g1;
+    let b_g1_msm_s = b_query.msm_additions() * g1;
+    let b_g2_msm_s = b_query.msm_additions() * g2;
     PartitionFloor {
         rates,
         quotient_s,
@@ -138,7 +156,7 @@ mod tests {
     use super::*;
     use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 
-    const RATES: ArithmeticRates = ArithmeticRates { fr_mul_per_s: 50e9, fp_mul_per_s: 25e9 };
+    const RATES: ArithmeticRates = ArithmeticRates { fr_mul_per_s: 50e9, fp_mul_per_s: 25e9, fp_sqr_per_s: 40e9 };
 
     fn random_scalars(rng: &mut ChaCha20Rng, n: usize) -> Vec<Scalar> {
         (0..n)
@@ -182,16 +200,27 @@ mod tests {
     #[test]
     fn an_msm_costs_one_addition_a_one_and_one_a_window_for_the_rest() {
         let ones = ScalarCounts { zeros: 7, ones: 1000, others: 0 };
-        assert_eq!(ones.msm_fp_muls(G1_ADD_FP_MULS), 1000.0 * 11.0);
-        assert_eq!(ScalarCounts { zeros: 5, ..Default::default() }.msm_fp_muls(G1_ADD_FP_MULS), 0.0);
+        assert_eq!(ones.msm_additions(), 1000.0);
+        assert_eq!(ScalarCounts { zeros: 5, ..Default::default() }.msm_additions(), 0.0);
         let dense = ScalarCounts { zeros: 0, ones: 0, others: 1 << 20 };
         let windows = 256u32.div_ceil(window_bits_for(1 << 20)) as f64;
-        assert_eq!(dense.msm_fp_muls(G2_ADD_FP_MULS), (1u64 << 20) as f64 * windows * 33.0);
+        assert_eq!(dense.msm_additions(), (1u64 << 20) as f64 * windows);
         // a random scalar costs one addition a window, a one a single addition: the bits
         // profile's floor is far below a dense one
         assert!(windows > 10.0);
         let ones = ScalarCounts { ones: 1 << 20, ..Default::default() };
-        assert_eq!(dense.msm_fp_muls(G1_ADD_FP_MULS), ones.msm_fp_muls(G1_ADD_FP_MULS) * windows);
+        assert_eq!(dense.msm_additions(), ones.msm_additions() * windows);
+    }
+
+    #[test]
+    fn an_addition_costs_each_operation_at_its_own_rate() {
+        // 8 multiplications at 25 G/s and 2 squarings at 40 G/s
+        assert_eq!(G1_MADD.seconds(&RATES), 8.0 / 25e9 + 2.0 / 40e9);
+        assert_eq!(G2_MADD.seconds(&RATES), 28.0 / 25e9);
+        // the negative twin: squarings no faster than multiplications cost what 10 would
+        let even = ArithmeticRates { fp_sqr_per_s: 25e9, ..RATES };
+        assert!(G1_MADD.seconds(&even) > G1_MADD.seconds(&RATES));
+        assert!((G1_MADD.seconds(&even) - 10.0 / 25e9).abs() <= 1e-12 * G1_MADD.seconds(&even));
     }
 
     #[test]
@@ -212,7 +241,8 @@ mod tests {
         assert!(dense.l_msm_s > floor.l_msm_s, "seed {seed}: {dense:?} vs {floor:?}");
         assert!(dense.total_s > floor.total_s, "seed {seed}");
         // twice the multiplication rate halves every part
-        let fast = partition_floor(&bits, 10, ArithmeticRates { fr_mul_per_s: 100e9, fp_mul_per_s: 50e9 });
+        let fast =
+            partition_floor(&bits, 10, ArithmeticRates { fr_mul_per_s: 100e9, fp_mul_per_s: 50e9, fp_sqr_per_s: 80e9 });
         assert!((fast.total_s * 2.0 - floor.total_s).abs() <= 1e-12 * floor.total_s);
     }
 

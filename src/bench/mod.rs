@@ -11,7 +11,7 @@
 mod compat;
 #[cfg(feature = "filecoin")]
 mod filecoin;
-mod floor;
+pub mod floor;
 
 pub use compat::{CompatCall, CompatFigures};
 #[cfg(feature = "filecoin")]
@@ -910,7 +910,7 @@ pub fn describe(report: &BenchReport) -> String {
         // the steady figure is over all devices; the floor is one device's
         let per_device = report.steady_state.seconds_per_partition * report.devices.max(1) as f64;
         out += &format!(
-            "  device floor {:.3} s per partition on one device (steady state {:.2}x the floor): quotient {:.3}, H {:.3}, L {:.3}, A {:.3}, B G1 {:.3}, B G2 {:.3} s at {:.1} G Fr / {:.1} G Fp multiplications a second\n",
+            "  device floor {:.3} s per partition on one device (steady state {:.2}x the floor): quotient {:.3}, H {:.3}, L {:.3}, A {:.3}, B G1 {:.3}, B G2 {:.3} s at {:.1} G Fr / {:.1} G Fp multiplications and {:.1} G Fp squarings a second\n",
             floor.total_s,
             per_device / floor.total_s.max(1e-12),
             floor.quotient_s,
@@ -920,7 +920,8 @@ pub fn describe(report: &BenchReport) -> String {
             floor.b_g1_msm_s,
             floor.b_g2_msm_s,
             floor.rates.fr_mul_per_s / 1e9,
-            floor.rates.fp_mul_per_s / 1e9
+            floor.rates.fp_mul_per_s / 1e9,
+            floor.rates.fp_sqr_per_s / 1e9
         );
     }
     if report.proofs_checked {

@@ -335,7 +335,8 @@ impl Device for CudaDevice {
         let stream = self.gpu()?.new_stream()?;
         let fr_mul_per_s = stream.field_mul_rate(ProbeField::Fr, 132 * 2048 * 4, 2000)?;
         let fp_mul_per_s = stream.field_mul_rate(ProbeField::Fp, 132 * 2048 * 2, 1000)?;
-        Ok(Some(ArithmeticRates { fr_mul_per_s, fp_mul_per_s }))
+        let fp_sqr_per_s = stream.field_mul_rate(ProbeField::FpSquaring, 132 * 2048 * 2, 1000)?;
+        Ok(Some(ArithmeticRates { fr_mul_per_s, fp_mul_per_s, fp_sqr_per_s }))
     }
 }
 
