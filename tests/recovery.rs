@@ -27,7 +27,7 @@ fn cpu_config(retries: usize) -> ProverConfig {
         in_flight: 3,
         memory_reserve_bytes: 0,
         retries,
-        stage_timeout: Duration::from_secs(2),
+        stage_timeout: Some(Duration::from_secs(2)),
         ..ProverConfig::default()
     }
 }
@@ -305,7 +305,7 @@ fn submit_racing_shutdown_never_strands_a_request() {
 fn shutdown_is_bounded_and_reports_what_it_cancelled() {
     let (_, key, witnesses) = setup(6, 6);
     let config = ProverConfig {
-        stage_timeout: Duration::from_secs(600),
+        stage_timeout: Some(Duration::from_secs(600)),
         shutdown_timeout: Duration::from_millis(500),
         ..cpu_config(0)
     };

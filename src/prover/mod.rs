@@ -71,7 +71,10 @@ pub struct ProverConfig {
     /// How long a stage waits for a partition's device work before it calls the device hung
     /// (the watchdog): the device is then drained, recovered and the partition retried. Far
     /// above any partition's device time, queueing behind the others in flight included.
-    pub stage_timeout: Duration,
+    /// `None`: the backend's own ([`default_stage_timeout`]): a GPU's partition takes seconds,
+    /// while the CPU backend runs the same work on the host's cores, minutes for a PoRep
+    /// partition on a small or busy machine, which is slowness, not a hang.
+    pub stage_timeout: Option<Duration>,
     /// How often a quarantined device (one that failed partitions in a row) is probed with a
     /// small known proof; one that proves it right takes work again.
     pub quarantine_probe_interval: Duration,
@@ -128,7 +131,7 @@ impl Default for ProverConfig {
             constraint_matrices_beside_params: true,
             timeline_spans: crate::timeline::DEFAULT_TIMELINE_SPANS,
             verify_proofs: true,
-            stage_timeout: Duration::from_secs(120),
+            stage_timeout: None,
             quarantine_probe_interval: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(60),
         }
@@ -244,6 +247,16 @@ impl ProofRequest {
         let r = partitions.iter().map(|_| Scalar::random(&mut *rng)).collect();
         let s = partitions.iter().map(|_| Scalar::random(&mut *rng)).collect();
         ProofRequest { key, partitions, r, s, priority: Priority::Normal, devices: None }
+    }
+}
+
+/// The watchdog's stage timeout when the configuration sets none: two minutes on a GPU, far
+/// above any partition's device time there; an hour on the CPU backend, whose "device" work is
+/// a PoRep partition's MSMs on the host's cores.
+pub fn default_stage_timeout(backend: BackendKind) -> Duration {
+    match backend {
+        BackendKind::Cpu => Duration::from_secs(3600),
+        _ => Duration::from_secs(120),
     }
 }
 
@@ -393,6 +406,7 @@ impl Prover {
         if devices.is_empty() {
             return Err(Error::Config(format!("no device matches {:?}", config.devices)));
         }
+        let stage_timeout = config.stage_timeout.unwrap_or_else(|| default_stage_timeout(backend));
         let faults = FaultInjector::new(injected.rate, injected.seed);
         if let Some(stage) = injected.lose_jobs_at {
             faults.lose_jobs_at(stage);
@@ -429,7 +443,7 @@ impl Prover {
                 .unwrap_or(free.saturating_sub(config.memory_reserve_bytes.min(free / 2)));
             let workers = config.workers_by_device.get(&ordinal).copied().unwrap_or(config.workers_per_device);
             let (in_flight, timeline, host_pins, staging, stage_timeout) =
-                (config.in_flight, timeline.clone(), host_pins.clone(), config.staging, config.stage_timeout);
+                (config.in_flight, timeline.clone(), host_pins.clone(), config.staging, stage_timeout);
             let device_faults = if faulty { faults.clone() } else { FaultInjector::disabled() };
             let host_budget = host_budget.clone();
             pipelines.push(system.run(move || {
