@@ -113,18 +113,18 @@ pub fn summarize(t: &Timeline) -> Summary {
         }
     }
 
-    // A gap's share that the partition resuming the device spent still synthesizing: from the
-    // gap's start to the end of that partition's synthesis (or of the gap, if sooner).
+    // A gap's share that the partition resuming the device spent synthesizing: the overlap of
+    // the gap with that partition's synthesis span. Not from the gap's start: a partition that
+    // only began its synthesis (or merely passed through the stage, as a witness) late in the
+    // gap kept the device waiting on something else before that (its placement, staging).
     let mut waited_on_synthesis_s: BTreeMap<usize, f64> = busy_fraction.keys().map(|&d| (d, 0.0)).collect();
     for gap in &idle_gaps {
-        let synthesized = spans
+        let overlap: f64 = spans
             .iter()
             .filter(|s| s.stage == Stage::Synthesize && s.partition == gap.next.partition)
-            .map(|s| s.end_s)
-            .reduce(f64::max);
-        if let Some(end) = synthesized.filter(|&end| end > gap.start_s) {
-            *waited_on_synthesis_s.entry(gap.device).or_default() += end.min(gap.end_s) - gap.start_s;
-        }
+            .map(|s| (s.end_s.min(gap.end_s) - s.start_s.max(gap.start_s)).max(0.0))
+            .sum();
+        *waited_on_synthesis_s.entry(gap.device).or_default() += overlap;
     }
     Summary {
         seconds_total,
