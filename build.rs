@@ -62,7 +62,8 @@ fn main() {
 /// The daemon's messages, server and client (`snarkpipe.v1.rs` in OUT_DIR).
 fn compile_proto() {
     println!("cargo:rerun-if-changed=proto");
-    let descriptors = protox::compile(["snarkpipe.proto"], ["proto"]).unwrap_or_else(|e| panic!("proto/snarkpipe.proto: {e}"));
+    let descriptors =
+        protox::compile(["snarkpipe.proto"], ["proto"]).unwrap_or_else(|e| panic!("proto/snarkpipe.proto: {e}"));
     tonic_build::configure()
         .build_server(true)
         .build_client(true)

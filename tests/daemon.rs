@@ -69,7 +69,8 @@ impl Daemon {
         }
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let sink = stdout.clone();
-        let stdout_done = std::thread::spawn(move || lines.map_while(|l| l.ok()).for_each(|l| sink.lock().unwrap().push(l)));
+        let stdout_done =
+            std::thread::spawn(move || lines.map_while(|l| l.ok()).for_each(|l| sink.lock().unwrap().push(l)));
         Daemon { child, socket: socket.to_path_buf(), stdout, stdout_done: Some(stdout_done), log }
     }
 
@@ -151,7 +152,11 @@ impl Fixture {
         assert!(filecoin::verify_with_filecoin_proofs(&self.job, &result.proof, false), "{}: rejected", self.kind);
         let mut flipped = result.proof.clone();
         flipped[result.proof.len() / 2] ^= 1;
-        assert!(!filecoin::verify_with_filecoin_proofs(&self.job, &flipped, false), "{}: a flipped bit verified", self.kind);
+        assert!(
+            !filecoin::verify_with_filecoin_proofs(&self.job, &flipped, false),
+            "{}: a flipped bit verified",
+            self.kind
+        );
         assert!(
             !filecoin::verify_with_filecoin_proofs(&self.job, &result.proof, true),
             "{}: verified for another sector's inputs",
@@ -219,8 +224,12 @@ async fn one_daemon_serves_every_scenario() {
     cancel_mid_flight(&mut client, fixture(ProofKind::Porep), fixture(ProofKind::WindowPost)).await;
     eprintln!("cancel: {:.1} s", started.elapsed().as_secs_f64());
     let started = Instant::now();
-    critical_winning_post_overtakes_porep_batch(&mut client, fixture(ProofKind::Porep), fixture(ProofKind::WinningPost))
-        .await;
+    critical_winning_post_overtakes_porep_batch(
+        &mut client,
+        fixture(ProofKind::Porep),
+        fixture(ProofKind::WinningPost),
+    )
+    .await;
     eprintln!("priority and PoRep: {:.1} s", started.elapsed().as_secs_f64());
     let started = Instant::now();
     concurrent_clients(&daemon, fixture(ProofKind::WindowPost), 200).await;
@@ -237,7 +246,8 @@ async fn one_daemon_serves_every_scenario() {
 }
 
 async fn prove_and_verify(client: &mut Client, fixture: &Fixture) {
-    let request = pb::ProveRequest { submit: Some(fixture.submit(&format!("prove-{}", fixture.kind))), timeout_ms: AWAIT_MS };
+    let request =
+        pb::ProveRequest { submit: Some(fixture.submit(&format!("prove-{}", fixture.kind))), timeout_ms: AWAIT_MS };
     let result = client.prove(request).await.expect("Prove").into_inner();
     assert_eq!(result.kind, pb_kind(fixture.kind) as i32);
     fixture.check_proof(&result);
@@ -336,11 +346,16 @@ async fn bad_input_gets_typed_statuses(client: &mut Client, daemon: &Daemon, win
         assert_eq!(status.code(), code, "{status:?}");
         assert!(status.message().contains(words), "{:?} does not say {words:?}", status.message());
     };
-    check(refused(pb::SubmitProofRequest { kind: 99, ..window.submit("bad") }).await, Code::InvalidArgument, "unknown proof kind 99");
+    check(
+        refused(pb::SubmitProofRequest { kind: 99, ..window.submit("bad") }).await,
+        Code::InvalidArgument,
+        "unknown proof kind 99",
+    );
     check(refused(pb::SubmitProofRequest { kind: 0, ..window.submit("bad") }).await, Code::InvalidArgument, "not set");
     check(refused(window.submit("")).await, Code::InvalidArgument, "idempotency_key");
     check(
-        refused(pb::SubmitProofRequest { vanilla: b"{\"kind\": \"window-post\", ".to_vec(), ..window.submit("bad") }).await,
+        refused(pb::SubmitProofRequest { vanilla: b"{\"kind\": \"window-post\", ".to_vec(), ..window.submit("bad") })
+            .await,
         Code::InvalidArgument,
         "malformed",
     );
@@ -354,7 +369,11 @@ async fn bad_input_gets_typed_statuses(client: &mut Client, daemon: &Daemon, win
         Code::InvalidArgument,
         "2 KiB sector",
     );
-    check(refused(pb::SubmitProofRequest { sector_size: 4096, ..window.submit("bad") }).await, Code::InvalidArgument, "4 KiB");
+    check(
+        refused(pb::SubmitProofRequest { sector_size: 4096, ..window.submit("bad") }).await,
+        Code::InvalidArgument,
+        "4 KiB",
+    );
     check(
         refused(pb::SubmitProofRequest { kind: pb::ProofKind::WinningPost as i32, ..window.submit("bad") }).await,
         Code::InvalidArgument,

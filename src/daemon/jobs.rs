@@ -144,8 +144,12 @@ impl Default for JobLimits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubmitRefused {
     /// The key already names a job for another request.
-    KeyReused { job: String },
-    QueueFull { max: usize },
+    KeyReused {
+        job: String,
+    },
+    QueueFull {
+        max: usize,
+    },
     ShuttingDown,
 }
 
@@ -160,7 +164,9 @@ pub struct Submitted {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Missing {
     /// An id of an earlier run of the daemon: its jobs ended with that run.
-    EarlierRun { instance: String },
+    EarlierRun {
+        instance: String,
+    },
     /// One of this run's, finished and since forgotten.
     Forgotten,
     NoSuchJob,

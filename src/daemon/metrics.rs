@@ -17,7 +17,12 @@ pub fn render(status: &pb::StatusResponse, counters: &Counters) -> String {
         }
     };
     let plain = |v: f64| vec![(String::new(), v)];
-    family("snarkpipe_jobs_submitted_total", "counter", "Jobs queued (resubmits of a key excluded).", &plain(counters.submitted as f64));
+    family(
+        "snarkpipe_jobs_submitted_total",
+        "counter",
+        "Jobs queued (resubmits of a key excluded).",
+        &plain(counters.submitted as f64),
+    );
     family(
         "snarkpipe_proofs_total",
         "counter",
@@ -50,12 +55,26 @@ pub fn render(status: &pb::StatusResponse, counters: &Counters) -> String {
     let per_gpu = |f: fn(&pb::Gpu) -> f64| -> Vec<(String, f64)> {
         status.gpus.iter().map(|g| (format!("{{gpu=\"{}\"}}", g.ordinal), f(g))).collect()
     };
-    family("snarkpipe_gpu_memory_total_bytes", "gauge", "Device memory proving may use.", &per_gpu(|g| g.total_bytes as f64));
-    family("snarkpipe_gpu_memory_free_bytes", "gauge", "The driver's free device memory.", &per_gpu(|g| g.free_bytes as f64));
-    family("snarkpipe_gpu_partitions_in_flight", "gauge", "Partitions on the device now.", &per_gpu(|g| g.partitions_in_flight as f64));
-    let tiers = ["hot", "warm", "cold"].map(|t| {
-        (format!("{{tier=\"{t}\"}}"), status.keys.iter().filter(|k| k.tier == t).count() as f64)
-    });
+    family(
+        "snarkpipe_gpu_memory_total_bytes",
+        "gauge",
+        "Device memory proving may use.",
+        &per_gpu(|g| g.total_bytes as f64),
+    );
+    family(
+        "snarkpipe_gpu_memory_free_bytes",
+        "gauge",
+        "The driver's free device memory.",
+        &per_gpu(|g| g.free_bytes as f64),
+    );
+    family(
+        "snarkpipe_gpu_partitions_in_flight",
+        "gauge",
+        "Partitions on the device now.",
+        &per_gpu(|g| g.partitions_in_flight as f64),
+    );
+    let tiers = ["hot", "warm", "cold"]
+        .map(|t| (format!("{{tier=\"{t}\"}}"), status.keys.iter().filter(|k| k.tier == t).count() as f64));
     family("snarkpipe_keys", "gauge", "Proving keys in the key cache, by tier.", &tiers);
     let held = status.held.unwrap_or_default();
     family(

@@ -67,9 +67,10 @@ fn parse_listen(args: &ServeArgs) -> Result<Listen> {
     if let Some(path) = args.listen.strip_prefix("unix:") {
         return Ok(Listen::Unix(PathBuf::from(path)));
     }
-    let addr: SocketAddr = args.listen.parse().map_err(|e| {
-        Error::Config(format!("--listen {:?} is neither unix:PATH nor HOST:PORT: {e}", args.listen))
-    })?;
+    let addr: SocketAddr = args
+        .listen
+        .parse()
+        .map_err(|e| Error::Config(format!("--listen {:?} is neither unix:PATH nor HOST:PORT: {e}", args.listen)))?;
     if !addr.ip().is_loopback() && !args.allow_remote {
         return Err(Error::Config(format!(
             "--listen {addr} is not a loopback address; the service has no authentication, so serving other \

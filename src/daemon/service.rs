@@ -36,7 +36,9 @@ pub(crate) fn kind_from_pb(value: i32) -> Result<ProofKind, Status> {
         Ok(pb::ProofKind::SnapDeals) => Ok(ProofKind::Snap),
         Ok(pb::ProofKind::WindowPost) => Ok(ProofKind::WindowPost),
         Ok(pb::ProofKind::WinningPost) => Ok(ProofKind::WinningPost),
-        Ok(pb::ProofKind::Unspecified) => Err(Status::invalid_argument(format!("the proof kind is not set; set {names}"))),
+        Ok(pb::ProofKind::Unspecified) => {
+            Err(Status::invalid_argument(format!("the proof kind is not set; set {names}")))
+        }
         Err(_) => Err(Status::invalid_argument(format!("unknown proof kind {value}; this daemon proves {names}"))),
     }
 }
@@ -356,7 +358,11 @@ impl ProvingService for Arc<ProvingDaemon> {
             // (a partition's stage on a device is far shorter).
             let mut watch = job.subscribe();
             let ended = async move { watch.wait_for(|v| v.state.is_final()).await.map(|v| v.state) };
-            tokio::time::timeout(Duration::from_secs(60), ended).await.ok().and_then(|s| s.ok()).unwrap_or(JobState::Running)
+            tokio::time::timeout(Duration::from_secs(60), ended)
+                .await
+                .ok()
+                .and_then(|s| s.ok())
+                .unwrap_or(JobState::Running)
         } else {
             state
         };

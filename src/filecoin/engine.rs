@@ -586,7 +586,15 @@ impl<'p> FilecoinProver<'p> {
         let proving = Instant::now();
         let proofs = bellperson::groth16::create_proof_batch(circuits, &params, r, s)?;
         timings.gpu = proving.elapsed().as_secs_f64();
-        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints: 0, timings, synthesis: None, key: None })
+        Ok(ProvenKind {
+            kind,
+            bytes: proofs_to_bytes(&proofs),
+            partitions,
+            constraints: 0,
+            timings,
+            synthesis: None,
+            key: None,
+        })
     }
 
     /// Runs filecoin-proofs' verifier on the proof; a rejected proof is an error, never returned.

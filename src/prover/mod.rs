@@ -575,12 +575,10 @@ impl Prover {
             for _ in 0..threads.clamp(1, pool.len()) {
                 scope.spawn(|| pool.serve());
             }
-            let outcome = self
-                .submit_inputs(key.clone(), inputs, r, s, priority, None)
-                .and_then(|handle| {
-                    submitted(&handle);
-                    Ok((handle.wait()?, handle))
-                });
+            let outcome = self.submit_inputs(key.clone(), inputs, r, s, priority, None).and_then(|handle| {
+                submitted(&handle);
+                Ok((handle.wait()?, handle))
+            });
             pool.close();
             let (proofs, handle) = outcome?;
             Ok(CircuitBatch { proofs, handle, key, key_time, before_proving, synthesis_time: pool.synthesis_time() })
