@@ -379,10 +379,23 @@ impl JobTable {
     /// Asks a job to stop: a queued one ends cancelled at once, a running one stops at its
     /// partitions' next stage. An ended job is left as it ended. Returns its state now.
     pub fn cancel(&self, job: &Job, reason: &str) -> JobState {
+        self.cancel_where(job, reason, true)
+    }
+
+    /// Cancels the job if it is still queued; a running or ended one is left alone. Returns
+    /// its state now.
+    pub fn cancel_if_queued(&self, job: &Job, reason: &str) -> JobState {
+        self.cancel_where(job, reason, false)
+    }
+
+    fn cancel_where(&self, job: &Job, reason: &str, running_too: bool) -> JobState {
         let mut state = self.state.lock();
         let mut inner = job.inner.lock();
         if job.view.borrow().state.is_final() {
             return job.view.borrow().state;
+        }
+        if inner.request.is_none() && !running_too {
+            return JobState::Running;
         }
         inner.cancelled.get_or_insert_with(|| reason.to_string());
         if inner.request.take().is_some() {
@@ -537,6 +550,19 @@ mod tests {
         assert_eq!(b.view().error, "broken");
         let counters = jobs.counters();
         assert_eq!((counters.cancelled, counters.failed), (1, 1));
+    }
+
+    #[test]
+    fn cancel_if_queued_leaves_a_running_job_alone() {
+        let jobs = table(JobLimits::default());
+        let a = jobs.submit("a", [1; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let b = jobs.submit("b", [2; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let (running, _) = jobs.next_job().unwrap();
+        assert_eq!(running.id, a.id);
+        assert_eq!(jobs.cancel_if_queued(&a, "shutdown"), JobState::Running);
+        assert_eq!(jobs.cancel_if_queued(&b, "shutdown"), JobState::Cancelled);
+        jobs.finish(&running, Outcome::Proven { proof: vec![1], partitions: 1, timings: ProofTimings::default() });
+        assert_eq!(a.view().state, JobState::Succeeded);
     }
 
     #[test]

@@ -52,6 +52,11 @@ pub struct ServeArgs {
     pub keep_finished: usize,
     #[arg(long, default_value_t = JobLimits::default().keep_for.as_secs())]
     pub keep_finished_secs: u64,
+    /// How long a stage waits for a partition's device work before it calls the device hung
+    /// (the prover's watchdog). The default suits GPUs; the CPU backend on a small machine
+    /// proving a PoRep needs far longer.
+    #[arg(long, default_value_t = ProverConfig::default().stage_timeout.as_secs())]
+    pub stage_timeout_secs: u64,
     /// On SIGTERM, how long running jobs may take to finish before they are cancelled.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_secs: u64,
@@ -111,6 +116,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     let prover = Arc::new(Prover::new(ProverConfig {
         backend: args.backend,
         devices: args.devices.clone(),
+        stage_timeout: Duration::from_secs(args.stage_timeout_secs),
         ..ProverConfig::default()
     })?);
     let instance = format!("{:08x}", rand::random::<u32>());
@@ -141,9 +147,9 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     // gets this daemon's message, not the transport's.
     let max_message = args.max_vanilla_bytes.saturating_add(1 << 20);
     let service = ProvingServiceServer::new(daemon).max_decoding_message_size(max_message);
-    let summary = runtime.block_on(async move {
+    let table_for_signal = table.clone();
+    let served = runtime.block_on(async move {
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<ShutdownSummary>();
-        let table_for_signal = table.clone();
         let shutdown = async move {
             wait_for_signal().await;
             let summary = drain(&table_for_signal, grace).await;
@@ -171,13 +177,16 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
             let _ = std::fs::remove_file(path);
         }
         Ok::<_, Error>(done_rx.await.unwrap_or_default())
-    })?;
+    });
+    // Whatever ended the server (a signal, or a listener that failed), the workers stop once
+    // the queue is empty; after a signal it already is.
+    table.close();
     for worker in workers {
         let _ = worker.join();
     }
     let report = prover.shutdown(Shutdown::Cancel);
     tracing::info!(?report, "the prover has stopped");
-    Ok(summary)
+    served
 }
 
 /// The line a supervisor (or a test) waits for: the daemon takes calls from now on.
@@ -207,7 +216,8 @@ async fn drain(table: &JobTable, grace: Duration) -> ShutdownSummary {
     let mut summary = ShutdownSummary::default();
     let mut running = Vec::new();
     for job in table.unfinished() {
-        let state = table.cancel(&job, "cancelled: the daemon shut down before the job started; submit it again");
+        let state =
+            table.cancel_if_queued(&job, "cancelled: the daemon shut down before the job started; submit it again");
         if state == JobState::Cancelled {
             summary.cancelled.push(job.id.clone());
         } else {

@@ -354,11 +354,12 @@ impl ProvingService for Arc<ProvingDaemon> {
         let state = self.table.cancel(&job, "cancelled by a CancelProof call");
         tracing::info!(job = %id, ?state, "cancel asked for");
         let state = if state == JobState::Running {
-            // A running job stops at its partitions' next stage: wait for that, within a bound
-            // (a partition's stage on a device is far shorter).
+            // A running job stops at its partitions' next stage, or, while its first partition
+            // is still synthesized and its key found, when its partitions are queued: wait a
+            // little for that; past it the answer is RUNNING and AwaitProof tells the end.
             let mut watch = job.subscribe();
             let ended = async move { watch.wait_for(|v| v.state.is_final()).await.map(|v| v.state) };
-            tokio::time::timeout(Duration::from_secs(60), ended)
+            tokio::time::timeout(Duration::from_secs(10), ended)
                 .await
                 .ok()
                 .and_then(|s| s.ok())
