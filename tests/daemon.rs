@@ -586,3 +586,38 @@ fn a_remote_listen_address_needs_allow_remote() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--allow-remote") && stderr.contains("no authentication"), "{stderr}");
 }
+
+/// A job file given to `--preload-job` is proven before the daemon serves: its key is hot for
+/// the first call, and `PreloadSRS` knows the kind. One that does not prove stops the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preload_job_makes_its_key_hot_before_serving() {
+    let path = tokio::task::block_in_place(|| filecoin::job(ProofKind::WindowPost, 1));
+    let dir = tempfile::tempdir().unwrap();
+    let preload = format!("--preload-job={}", path.display());
+    let daemon = tokio::task::block_in_place(|| Daemon::start(&socket_in(&dir), &[preload.as_str()]));
+    let mut client = daemon.client().await;
+    let ready = status(&mut client).await;
+    assert_eq!(ready.proofs_completed, 1, "{ready:?}");
+    assert!(ready.keys.iter().any(|k| k.tier == "hot"), "{ready:?}");
+    let request = pb::SrsRequest { kind: pb::ProofKind::WindowPost as i32, sector_size: 2048 };
+    assert_eq!(client.preload_srs(request).await.unwrap().into_inner().tier, "hot");
+    daemon.signal("TERM");
+    let (exit, _) = tokio::task::block_in_place(|| daemon.wait());
+    assert!(exit.success());
+
+    // A job file that is not one: the daemon says which and does not serve.
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{\"kind\": \"window-post\"").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+        .args(["serve", "--backend", "cpu", "--listen"])
+        .arg(format!("unix:{}", dir.path().join("other.sock").display()))
+        .arg("--params-dir")
+        .arg(filecoin::params_dir())
+        .arg(format!("--preload-job={}", broken.display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("broken.json"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+}

@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// On SIGTERM, how long running jobs may take to finish before they are cancelled.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_secs: u64,
+    /// Vanilla job files (as `snarkpipe prove --vanilla` reads them) proven once before the
+    /// daemon serves, so that their kinds' keys are loaded and resident for the first real
+    /// proof. The daemon learns a kind's key from a proof of it: this is how it preloads one.
+    #[arg(long, value_delimiter = ',')]
+    pub preload_job: Vec<PathBuf>,
 }
 
 /// Where the daemon listens.
@@ -129,6 +134,10 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     let srs = Arc::new(SrsTable::default());
     let shop = Arc::new(Workshop { table: table.clone(), prover: prover.clone(), params_dir, srs: srs.clone() });
     let workers = start_workers(shop, args.concurrent_jobs.unwrap_or(2 * prover.device_count().max(1)));
+    if let Err(err) = preload(&table, &args.preload_job) {
+        table.close();
+        return Err(err);
+    }
     let daemon = Arc::new(ProvingDaemon {
         table: table.clone(),
         prover: prover.clone(),
@@ -187,6 +196,34 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     let report = prover.shutdown(Shutdown::Cancel);
     tracing::info!(?report, "the prover has stopped");
     served
+}
+
+/// Proves each job file once, before the listener exists; fails on the first that does not
+/// prove (a daemon that cannot prove its own warm-up job should not take calls).
+fn preload(table: &JobTable, jobs: &[PathBuf]) -> Result<()> {
+    for path in jobs {
+        let request = crate::filecoin::VanillaRequest::read(path)?;
+        let (kind, size) = (request.kind(), crate::filecoin::sector_size_name(request.sector_size()));
+        let key = format!("preload:{}", path.display());
+        let submitted = table.submit(&key, [0; 32], request.kind().priority(), request).map_err(|refused| {
+            Error::Config(format!("preloading {}: the job table refused it: {refused:?}", path.display()))
+        })?;
+        let mut watch = submitted.job.subscribe();
+        // The workers are threads: a small runtime of this thread's own awaits the end.
+        let waiter = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the preload's runtime", e))?;
+        let view = waiter
+            .block_on(watch.wait_for(|v| v.state.is_final()))
+            .map(|v| v.clone())
+            .map_err(|_| Error::Internal("a preload job lost its state channel".into()))?;
+        if view.state != JobState::Succeeded {
+            return Err(Error::Config(format!("preloading {}: {kind} {size}: {}", path.display(), view.error)));
+        }
+        tracing::info!(path = %path.display(), %kind, seconds = view.timings.total, "preloaded");
+    }
+    Ok(())
 }
 
 /// The line a supervisor (or a test) waits for: the daemon takes calls from now on.
