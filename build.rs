@@ -4,6 +4,9 @@
 //! each kernel file becomes a sm_90 cubin plus compute_90 PTX. Every file's source, with its
 //! `#include "..."` headers inlined, is embedded too, so that without nvcc the backend compiles
 //! it at run time with NVRTC. A missing nvcc is a warning unless SNARKPIPE_REQUIRE_NVCC=1 (CI).
+//!
+//! It also generates the daemon's gRPC code from proto/snarkpipe.proto, parsed by protox (pure
+//! Rust), so no system `protoc` is needed.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::{env, fs};
@@ -53,6 +56,19 @@ fn main() {
     }
     table += "]\n";
     fs::write(out.join("kernels.rs"), table).expect("writing kernels.rs");
+    compile_proto();
+}
+
+/// The daemon's messages, server and client (`snarkpipe.v1.rs` in OUT_DIR).
+fn compile_proto() {
+    println!("cargo:rerun-if-changed=proto");
+    let descriptors =
+        protox::compile(["snarkpipe.proto"], ["proto"]).unwrap_or_else(|e| panic!("proto/snarkpipe.proto: {e}"));
+    tonic_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(descriptors)
+        .expect("generating the daemon's gRPC code");
 }
 
 fn find_nvcc() -> Option<PathBuf> {

@@ -12,6 +12,7 @@
 //! backend that models a device (memory capacity, in-order streams, events) and by CUDA.
 //! The CPU reference maths in [`math`] and [`groth16`] is what every device result is
 //! checked against, and [`compat`] offers drop-in versions of bellperson's proving calls.
+//! `daemon` serves Filecoin proofs over gRPC to nodes written in other languages.
 #![deny(unsafe_code)]
 
 pub mod actors;
@@ -19,6 +20,9 @@ pub mod backend;
 pub mod bench;
 pub mod circuit;
 pub mod compat;
+/// The gRPC proving daemon (`snarkpipe serve`), on top of the prover and the Filecoin kinds.
+#[cfg(feature = "filecoin")]
+pub mod daemon;
 pub mod error;
 #[cfg(feature = "filecoin")]
 pub mod filecoin;

@@ -1,6 +1,7 @@
 //! The `snarkpipe` command line: `snarkpipe bench` streams synthetic partitions through the
 //! prover and reports throughput, verification, overlap and leaks; `snarkpipe prove` proves one
-//! Filecoin proof from its vanilla proofs and the node's parameters.
+//! Filecoin proof from its vanilla proofs and the node's parameters; `snarkpipe serve` serves
+//! Filecoin proofs over gRPC.
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -24,6 +25,10 @@ enum Command {
     /// vanilla job file per kind (for tests and benches).
     #[cfg(feature = "filecoin")]
     Fixtures(snarkpipe::filecoin::cli::FixturesArgs),
+    /// Serve Filecoin proofs over gRPC (proto/snarkpipe.proto) until SIGTERM. The service has
+    /// no authentication: it listens on a Unix socket or loopback unless --allow-remote.
+    #[cfg(feature = "filecoin")]
+    Serve(snarkpipe::daemon::ServeArgs),
 }
 
 fn main() {
@@ -53,6 +58,15 @@ fn main() {
         #[cfg(feature = "filecoin")]
         Command::Fixtures(args) => snarkpipe::filecoin::cli::make_fixtures(&args).map(|made| {
             println!("{}", serde_json::to_string_pretty(&made).expect("the list serializes"));
+            true
+        }),
+        #[cfg(feature = "filecoin")]
+        Command::Serve(args) => snarkpipe::daemon::serve(&args).map(|summary| {
+            // The last line a supervisor sees: what the shutdown finished and cancelled.
+            println!(
+                "snarkpipe serve: shut down in {:.1} s; finished {:?}; cancelled {:?}",
+                summary.seconds, summary.finished, summary.cancelled
+            );
             true
         }),
     };

@@ -36,7 +36,7 @@ use crate::circuit::{witness_assignment, ConstraintMatrices, SatisfactionCheck, 
 use crate::params::file::PointCheck;
 use crate::params::ProvingKey;
 use crate::plan::{staged_bytes_per_partition, witness_host_bytes};
-use crate::prover::{KeyFor, Prover};
+use crate::prover::{KeyFor, ProofHandle, Prover};
 use crate::{with_sector_shape, Error, Result, Scalar};
 
 /// Where a proof's time went, in seconds.
@@ -63,7 +63,7 @@ pub struct ProofTimings {
 }
 
 /// A proof of one kind, as filecoin-proofs encodes it, with its figures.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProvenKind {
     pub kind: ProofKind,
     /// Exactly the bytes filecoin-proofs' prover returns for the same inputs.
@@ -75,6 +75,24 @@ pub struct ProvenKind {
     /// Partition 0's synthesis measured four ways, when the prover was asked to
     /// ([`FilecoinProver::with_synthesis_figures`]).
     pub synthesis: Option<SynthesisFigures>,
+    /// The proving key it was proven with, from the prover's key cache (None on bellperson's
+    /// path): what the daemon preloads and evicts for the kind.
+    pub key: Option<Arc<ProvingKey>>,
+}
+
+// By hand: the proving key has no `Debug` (its points are megabytes); its presence is enough.
+impl std::fmt::Debug for ProvenKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProvenKind")
+            .field("kind", &self.kind)
+            .field("bytes", &self.bytes)
+            .field("partitions", &self.partitions)
+            .field("constraints", &self.constraints)
+            .field("timings", &self.timings)
+            .field("synthesis", &self.synthesis)
+            .field("key", &self.key.as_ref().map(|_| "cached"))
+            .finish()
+    }
 }
 
 /// One partition's synthesis measured four ways on the same circuit and cores, with the
@@ -124,6 +142,7 @@ pub struct FilecoinProver<'p> {
     blinding: Option<(Vec<Scalar>, Vec<Scalar>)>,
     bellperson: bool,
     synthesis_figures: bool,
+    submitted: Option<&'p (dyn Fn(&ProofHandle) + Sync)>,
 }
 
 impl<'p> FilecoinProver<'p> {
@@ -137,6 +156,7 @@ impl<'p> FilecoinProver<'p> {
             blinding: None,
             bellperson: false,
             synthesis_figures: false,
+            submitted: None,
         }
     }
 
@@ -185,6 +205,13 @@ impl<'p> FilecoinProver<'p> {
     /// [`ProvenKind::synthesis`].
     pub fn with_synthesis_figures(mut self) -> Self {
         self.synthesis_figures = true;
+        self
+    }
+
+    /// Hands each proof's pipeline request to `submitted` once its partitions are queued, so
+    /// that another thread can cancel it ([`ProofHandle::cancel`]) while this one waits.
+    pub fn on_submitted(mut self, submitted: &'p (dyn Fn(&ProofHandle) + Sync)) -> Self {
+        self.submitted = Some(submitted);
         self
     }
 
@@ -491,7 +518,15 @@ impl<'p> FilecoinProver<'p> {
         }));
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let started = Instant::now();
-        let batch = self.prover.prove_circuits(find, circuits, r, s, kind.priority(), threads)?;
+        let batch = self.prover.prove_circuits_observed(
+            find,
+            circuits,
+            r,
+            s,
+            kind.priority(),
+            threads,
+            self.submitted.unwrap_or(&|_| {}),
+        )?;
         let proving = started.elapsed().saturating_sub(batch.before_proving);
         let queue = batch.handle.queued_for().unwrap_or(Duration::ZERO).min(proving);
         timings.synthesis = batch.synthesis_time.as_secs_f64();
@@ -500,7 +535,8 @@ impl<'p> FilecoinProver<'p> {
         timings.queue = queue.as_secs_f64();
         timings.gpu = (proving - queue).as_secs_f64();
         let (proofs, constraints) = (batch.proofs, constraints.get());
-        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints, timings, synthesis })
+        let key = Some(batch.key);
+        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints, timings, synthesis, key })
     }
 
     /// r and s for each partition: the fixed ones when set, else fresh from the OS.
@@ -550,7 +586,15 @@ impl<'p> FilecoinProver<'p> {
         let proving = Instant::now();
         let proofs = bellperson::groth16::create_proof_batch(circuits, &params, r, s)?;
         timings.gpu = proving.elapsed().as_secs_f64();
-        Ok(ProvenKind { kind, bytes: proofs_to_bytes(&proofs), partitions, constraints: 0, timings, synthesis: None })
+        Ok(ProvenKind {
+            kind,
+            bytes: proofs_to_bytes(&proofs),
+            partitions,
+            constraints: 0,
+            timings,
+            synthesis: None,
+            key: None,
+        })
     }
 
     /// Runs filecoin-proofs' verifier on the proof; a rejected proof is an error, never returned.

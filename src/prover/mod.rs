@@ -577,6 +577,23 @@ impl Prover {
         priority: Priority,
         threads: usize,
     ) -> Result<CircuitBatch> {
+        self.prove_circuits_observed(key, circuits, r, s, priority, threads, &|_| {})
+    }
+
+    /// [`Prover::prove_circuits`], handing the request's handle to `submitted` as soon as its
+    /// partitions are queued, before the call waits for them: a caller that serves others (the
+    /// daemon) can cancel it from another thread meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prove_circuits_observed<C: bellperson::Circuit<Scalar> + Send>(
+        &self,
+        key: KeyFor<'_>,
+        circuits: Vec<C>,
+        r: Vec<Scalar>,
+        s: Vec<Scalar>,
+        priority: Priority,
+        threads: usize,
+        submitted: &(dyn Fn(&ProofHandle) + Sync),
+    ) -> Result<CircuitBatch> {
         let pool = SynthesisPool::new(circuits, SatisfactionCheck::Off);
         check_request_shape(pool.len(), &r, &s)?;
         let mut inputs: Vec<PartitionInput> =
@@ -599,9 +616,10 @@ impl Prover {
             for _ in 0..threads.clamp(1, pool.len()) {
                 scope.spawn(|| pool.serve());
             }
-            let outcome = self
-                .submit_inputs(key.clone(), inputs, r, s, priority, None)
-                .and_then(|handle| Ok((handle.wait()?, handle)));
+            let outcome = self.submit_inputs(key.clone(), inputs, r, s, priority, None).and_then(|handle| {
+                submitted(&handle);
+                Ok((handle.wait()?, handle))
+            });
             pool.close();
             let (proofs, handle) = outcome?;
             Ok(CircuitBatch { proofs, handle, key, key_time, before_proving, synthesis_time: pool.synthesis_time() })

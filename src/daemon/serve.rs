@@ -1,0 +1,296 @@
+//! `snarkpipe serve`: the daemon's process. It binds its listener (a Unix socket, or a TCP
+//! address that must be loopback unless `--allow-remote`), starts the prover and the workers,
+//! serves until SIGTERM or SIGINT, and then shuts down within a bound: no new jobs, queued
+//! ones cancelled, running ones given `--shutdown-grace-secs` to finish and cancelled after.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+
+use super::jobs::{Job, JobLimits, JobState, JobTable};
+use super::pb::proving_service_server::ProvingServiceServer;
+use super::service::ProvingDaemon;
+use super::worker::{start_workers, SrsTable, Workshop};
+use crate::backend::{BackendKind, DeviceSelection};
+use crate::filecoin::params::use_parameter_dir;
+use crate::prover::{Prover, ProverConfig, Shutdown};
+use crate::{Error, Result};
+
+/// The flags of `snarkpipe serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// `unix:PATH` for a Unix socket, or `HOST:PORT` for TCP (port 0 picks a free one).
+    #[arg(long)]
+    pub listen: String,
+    /// Allow a TCP address other than loopback. The service has no authentication: anyone who
+    /// reaches it can make the machine prove.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// The node's parameter directory (`FIL_PROOFS_PARAMETER_CACHE`).
+    #[arg(long)]
+    pub params_dir: PathBuf,
+    /// `all`, or device ordinals (`0,2`).
+    #[arg(long, default_value = "all")]
+    pub devices: DeviceSelection,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendKind,
+    /// Jobs proven at once (default: two per device, so that one job's synthesis overlaps
+    /// another's proving).
+    #[arg(long)]
+    pub concurrent_jobs: Option<usize>,
+    /// Largest vanilla proof a submit may carry (a 32 GiB PoRep's C1 output is tens of MB).
+    #[arg(long, default_value_t = 512 << 20)]
+    pub max_vanilla_bytes: usize,
+    /// Jobs that may wait for a worker; a submit beyond it is refused.
+    #[arg(long, default_value_t = JobLimits::default().max_queued)]
+    pub max_queued: usize,
+    /// Finished jobs kept for AwaitProof and idempotent resubmits, by count and by age.
+    #[arg(long, default_value_t = JobLimits::default().keep_finished)]
+    pub keep_finished: usize,
+    #[arg(long, default_value_t = JobLimits::default().keep_for.as_secs())]
+    pub keep_finished_secs: u64,
+    /// How long a stage waits for a partition's device work before it calls the device hung
+    /// (the prover's watchdog). The default suits GPUs; the CPU backend on a small machine
+    /// proving a PoRep needs far longer.
+    #[arg(long, default_value_t = ProverConfig::default().stage_timeout.as_secs())]
+    pub stage_timeout_secs: u64,
+    /// On SIGTERM, how long running jobs may take to finish before they are cancelled.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+    /// Vanilla job files (as `snarkpipe prove --vanilla` reads them) proven once before the
+    /// daemon serves, so that their kinds' keys are loaded and resident for the first real
+    /// proof. The daemon learns a kind's key from a proof of it: this is how it preloads one.
+    #[arg(long, value_delimiter = ',')]
+    pub preload_job: Vec<PathBuf>,
+}
+
+/// Where the daemon listens.
+enum Listen {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+fn parse_listen(args: &ServeArgs) -> Result<Listen> {
+    if let Some(path) = args.listen.strip_prefix("unix:") {
+        return Ok(Listen::Unix(PathBuf::from(path)));
+    }
+    let addr: SocketAddr = args
+        .listen
+        .parse()
+        .map_err(|e| Error::Config(format!("--listen {:?} is neither unix:PATH nor HOST:PORT: {e}", args.listen)))?;
+    if !addr.ip().is_loopback() && !args.allow_remote {
+        return Err(Error::Config(format!(
+            "--listen {addr} is not a loopback address; the service has no authentication, so serving other \
+             machines needs --allow-remote (and a network that only trusted callers reach)"
+        )));
+    }
+    Ok(Listen::Tcp(addr))
+}
+
+/// A socket file left by a daemon that was killed is removed; one that a live daemon serves
+/// on is not taken over.
+fn clear_stale_socket(path: &Path) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(Error::Config(format!("another process already serves on {}", path.display())));
+    }
+    tracing::warn!(path = %path.display(), "removing the stale socket of an earlier run");
+    std::fs::remove_file(path).map_err(|e| Error::io(format!("removing the stale socket {}", path.display()), e))
+}
+
+/// What the shutdown did, as `serve` reports it.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct ShutdownSummary {
+    /// Jobs running at the signal that finished within the grace.
+    pub finished: Vec<String>,
+    /// Jobs cancelled by the shutdown: queued ones, and running ones past the grace.
+    pub cancelled: Vec<String>,
+    pub seconds: f64,
+}
+
+/// Runs the daemon until a signal, then shuts it down; the summary of that shutdown.
+pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
+    let listen = parse_listen(args)?;
+    // filecoin-proofs reads its settings once: point them at the directory first.
+    let params_dir = use_parameter_dir(&args.params_dir)?;
+    let prover = Arc::new(Prover::new(ProverConfig {
+        backend: args.backend,
+        devices: args.devices.clone(),
+        stage_timeout: Duration::from_secs(args.stage_timeout_secs),
+        ..ProverConfig::default()
+    })?);
+    let instance = format!("{:08x}", rand::random::<u32>());
+    let limits = JobLimits {
+        max_queued: args.max_queued,
+        keep_finished: args.keep_finished,
+        keep_for: Duration::from_secs(args.keep_finished_secs),
+    };
+    let table = Arc::new(JobTable::new(instance.clone(), limits));
+    let srs = Arc::new(SrsTable::default());
+    let shop = Arc::new(Workshop { table: table.clone(), prover: prover.clone(), params_dir, srs: srs.clone() });
+    let workers = start_workers(shop, args.concurrent_jobs.unwrap_or(2 * prover.device_count().max(1)));
+    if let Err(err) = preload(&table, &args.preload_job) {
+        table.close();
+        return Err(err);
+    }
+    let daemon = Arc::new(ProvingDaemon {
+        table: table.clone(),
+        prover: prover.clone(),
+        srs,
+        max_vanilla_bytes: args.max_vanilla_bytes,
+        started: Instant::now(),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("daemon-grpc")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("starting the gRPC runtime", e))?;
+    let grace = Duration::from_secs(args.shutdown_grace_secs);
+    // Room above the vanilla limit for the request's other fields: a blob just over the limit
+    // gets this daemon's message, not the transport's.
+    let max_message = args.max_vanilla_bytes.saturating_add(1 << 20);
+    let service = ProvingServiceServer::new(daemon).max_decoding_message_size(max_message);
+    let table_for_signal = table.clone();
+    let served = runtime.block_on(async move {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<ShutdownSummary>();
+        let shutdown = async move {
+            wait_for_signal().await;
+            let summary = drain(&table_for_signal, grace).await;
+            let _ = done_tx.send(summary);
+        };
+        let router = tonic::transport::Server::builder().add_service(service);
+        let served = match &listen {
+            Listen::Unix(path) => {
+                clear_stale_socket(path)?;
+                let listener = tokio::net::UnixListener::bind(path)
+                    .map_err(|e| Error::io(format!("binding the socket {}", path.display()), e))?;
+                announce(&format!("unix:{}", path.display()), &instance);
+                router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown).await
+            }
+            Listen::Tcp(addr) => {
+                let listener =
+                    tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::io(format!("binding {addr}"), e))?;
+                let bound = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
+                announce(&bound.to_string(), &instance);
+                router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown).await
+            }
+        };
+        served.map_err(|e| Error::Config(format!("the gRPC server failed: {e}")))?;
+        if let Listen::Unix(path) = &listen {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok::<_, Error>(done_rx.await.unwrap_or_default())
+    });
+    // Whatever ended the server (a signal, or a listener that failed), the workers stop once
+    // the queue is empty; after a signal it already is.
+    table.close();
+    for worker in workers {
+        let _ = worker.join();
+    }
+    let report = prover.shutdown(Shutdown::Cancel);
+    tracing::info!(?report, "the prover has stopped");
+    served
+}
+
+/// Proves each job file once, before the listener exists; fails on the first that does not
+/// prove (a daemon that cannot prove its own warm-up job should not take calls).
+fn preload(table: &JobTable, jobs: &[PathBuf]) -> Result<()> {
+    for path in jobs {
+        let request = crate::filecoin::VanillaRequest::read(path)?;
+        let (kind, size) = (request.kind(), crate::filecoin::sector_size_name(request.sector_size()));
+        let key = format!("preload:{}", path.display());
+        let submitted = table.submit(&key, [0; 32], request.kind().priority(), request).map_err(|refused| {
+            Error::Config(format!("preloading {}: the job table refused it: {refused:?}", path.display()))
+        })?;
+        let mut watch = submitted.job.subscribe();
+        // The workers are threads: a small runtime of this thread's own awaits the end.
+        let waiter = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the preload's runtime", e))?;
+        let view = waiter
+            .block_on(watch.wait_for(|v| v.state.is_final()))
+            .map(|v| v.clone())
+            .map_err(|_| Error::Internal("a preload job lost its state channel".into()))?;
+        if view.state != JobState::Succeeded {
+            return Err(Error::Config(format!("preloading {}: {kind} {size}: {}", path.display(), view.error)));
+        }
+        tracing::info!(path = %path.display(), %kind, seconds = view.timings.total, "preloaded");
+    }
+    Ok(())
+}
+
+/// The line a supervisor (or a test) waits for: the daemon takes calls from now on.
+fn announce(listen: &str, instance: &str) {
+    use std::io::Write;
+    println!("snarkpipe serve: listening on {listen} (instance {instance})");
+    let _ = std::io::stdout().flush();
+    tracing::info!(%listen, %instance, "serving");
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+}
+
+/// Stops taking jobs, cancels the queued ones, gives the running ones `grace` to finish and
+/// cancels them after it; returns once every job has ended (or a second `grace` has passed
+/// for a job whose cancel never took).
+async fn drain(table: &JobTable, grace: Duration) -> ShutdownSummary {
+    let started = Instant::now();
+    table.close();
+    let mut summary = ShutdownSummary::default();
+    let mut running = Vec::new();
+    for job in table.unfinished() {
+        let state =
+            table.cancel_if_queued(&job, "cancelled: the daemon shut down before the job started; submit it again");
+        if state == JobState::Cancelled {
+            summary.cancelled.push(job.id.clone());
+        } else {
+            running.push(job);
+        }
+    }
+    // Each job's wait runs beside the others', so the whole wait is one grace, not one each.
+    let wait_all = |jobs: Vec<Arc<Job>>, within: Duration| async move {
+        let waits: Vec<_> = jobs
+            .iter()
+            .map(|job| {
+                let mut watch = job.subscribe();
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(within, watch.wait_for(|v| v.state.is_final())).await;
+                })
+            })
+            .collect();
+        for wait in waits {
+            let _ = wait.await;
+        }
+    };
+    wait_all(running.clone(), grace).await;
+    let late: Vec<Arc<Job>> = running.iter().filter(|j| !j.view().state.is_final()).cloned().collect();
+    for job in &late {
+        table.cancel(job, "cancelled: the daemon shut down and the job did not finish within the grace");
+    }
+    wait_all(late, grace).await;
+    for job in running {
+        match job.view().state {
+            JobState::Cancelled => summary.cancelled.push(job.id.clone()),
+            JobState::Succeeded | JobState::Failed => summary.finished.push(job.id.clone()),
+            // A cancel that never took: the prover's own shutdown gives it up next.
+            JobState::Queued | JobState::Running => summary.cancelled.push(job.id.clone()),
+        }
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    tracing::info!(finished = ?summary.finished, cancelled = ?summary.cancelled, "jobs at shutdown");
+    summary
+}

@@ -1,0 +1,108 @@
+//! The workers: threads that take the most urgent job, prove it on the shared [`Prover`] and
+//! record its end. Proving blocks (synthesis runs on the calling thread), so workers are OS
+//! threads, never tasks of the gRPC runtime.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use super::jobs::{Job, JobTable, Outcome};
+use crate::filecoin::{FilecoinProver, ProofKind, VanillaRequest};
+use crate::params::ProvingKey;
+use crate::prover::{ProofHandle, Prover};
+
+/// The proving key each kind and sector size was last proven with, as the prover's key cache
+/// holds it: what `PreloadSRS` and `EvictSRS` act on. Held weakly, so that the cache's own
+/// eviction (its host-memory bound) is not defeated by this table.
+#[derive(Default)]
+pub struct SrsTable {
+    keys: Mutex<HashMap<(ProofKind, u64), Weak<ProvingKey>>>,
+}
+
+impl SrsTable {
+    fn remember(&self, kind: ProofKind, sector_size: u64, key: &Arc<ProvingKey>) {
+        self.keys.lock().insert((kind, sector_size), Arc::downgrade(key));
+    }
+
+    /// The key of `kind` and `sector_size`, if one was proven with and is still in host memory.
+    pub fn key(&self, kind: ProofKind, sector_size: u64) -> Lookup {
+        match self.keys.lock().get(&(kind, sector_size)) {
+            None => Lookup::NeverProven,
+            Some(weak) => weak.upgrade().map_or(Lookup::Cold, Lookup::Found),
+        }
+    }
+}
+
+/// What [`SrsTable::key`] found.
+pub enum Lookup {
+    Found(Arc<ProvingKey>),
+    /// Proven with once, since evicted from host memory: the next proof loads it again.
+    Cold,
+    /// The daemon learns a kind's key (its circuit's shape) from its first proof.
+    NeverProven,
+}
+
+/// What every worker shares.
+pub struct Workshop {
+    pub table: Arc<JobTable>,
+    pub prover: Arc<Prover>,
+    pub params_dir: PathBuf,
+    pub srs: Arc<SrsTable>,
+}
+
+/// Starts `count` workers; each exits once the table is closed and its queue is empty.
+pub fn start_workers(shop: Arc<Workshop>, count: usize) -> Vec<std::thread::JoinHandle<()>> {
+    (0..count.max(1))
+        .map(|i| {
+            let shop = shop.clone();
+            std::thread::Builder::new()
+                .name(format!("daemon-worker-{i}"))
+                .spawn(move || {
+                    while let Some((job, request)) = shop.table.next_job() {
+                        let outcome = prove(&shop, &job, &request);
+                        shop.table.finish(&job, outcome);
+                    }
+                })
+                .expect("spawning a daemon worker thread")
+        })
+        .collect()
+}
+
+fn prove(shop: &Workshop, job: &Arc<Job>, request: &VanillaRequest) -> Outcome {
+    let span = tracing::info_span!("job", id = %job.id, kind = %job.kind);
+    let _entered = span.enter();
+    tracing::info!(queued_for = job.queue_wait().as_secs_f64(), "proving");
+    let attach = |handle: &ProofHandle| job.attach(handle);
+    // A panic in a circuit or in filecoin-proofs ends this job, not the worker or the daemon.
+    let proven = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        FilecoinProver::with_params_dir(&shop.prover, &shop.params_dir)?.on_submitted(&attach).prove_job(request)
+    }));
+    match proven {
+        Ok(Ok(proven)) => {
+            if let Some(key) = &proven.key {
+                shop.srs.remember(job.kind, job.sector_size, key);
+            }
+            let mut timings = proven.timings;
+            timings.queue += job.queue_wait().as_secs_f64();
+            timings.total = job.since_submitted().as_secs_f64();
+            tracing::info!(seconds = timings.total, "proven and verified");
+            Outcome::Proven { proof: proven.bytes, partitions: proven.partitions, timings }
+        }
+        Ok(Err(err)) => {
+            tracing::warn!(%err, "failed");
+            Outcome::Failed(err.to_string())
+        }
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "no message".into());
+            tracing::error!(%message, "proving panicked");
+            Outcome::Failed(format!("proving panicked (a bug; please report it): {message}"))
+        }
+    }
+}
