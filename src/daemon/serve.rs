@@ -53,10 +53,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = JobLimits::default().keep_for.as_secs())]
     pub keep_finished_secs: u64,
     /// How long a stage waits for a partition's device work before it calls the device hung
-    /// (the prover's watchdog). The default suits GPUs; the CPU backend on a small machine
-    /// proving a PoRep needs far longer.
-    #[arg(long, default_value_t = ProverConfig::default().stage_timeout.as_secs())]
-    pub stage_timeout_secs: u64,
+    /// (the prover's watchdog). Unset: the backend's own, two minutes on a GPU and an hour on
+    /// the CPU backend (`snarkpipe::prover::default_stage_timeout`).
+    #[arg(long)]
+    pub stage_timeout_secs: Option<u64>,
     /// On SIGTERM, how long running jobs may take to finish before they are cancelled.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_secs: u64,
@@ -121,7 +121,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     let prover = Arc::new(Prover::new(ProverConfig {
         backend: args.backend,
         devices: args.devices.clone(),
-        stage_timeout: Duration::from_secs(args.stage_timeout_secs),
+        stage_timeout: args.stage_timeout_secs.map(Duration::from_secs),
         ..ProverConfig::default()
     })?);
     let instance = format!("{:08x}", rand::random::<u32>());
