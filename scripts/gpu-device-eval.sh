@@ -18,24 +18,6 @@ for t in .gpu/tests/cuda_pipeline*; do
   echo "$(basename "$t") rc=$?" >>"$out/tests.log"
 done
 tail -3 "$out/tests.log"
-p=${PARTITIONS:-16}
 for k in ${LOG_NS:-22 24}; do
-  for mode in witnesses circuits; do
-    flag=""; [ "$mode" = circuits ] && flag="--synthesize --timeline $out/s$k-circuits.svg"
-    timeout "${SYNTHETIC_CAP:-90}" .gpu/snarkpipe bench --backend cuda --json --devices 0 --keys setup --log-n "$k" \
-      --partitions "$p" --workers 2 --in-flight 6 $flag >"$out/s$k-$mode.json" 2>>"$out/bench.log" \
-      || echo "FAILED or timed out: 2^$k $mode rc=$?" >>"$out/bench.log"
-    python3 - "$out/s$k-$mode.json" <<'PY'
-import json, sys
-try:
-    r = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(sys.argv[1], "NO REPORT", e); sys.exit()
-waited = [l for l in r["timeline_summary"].splitlines() if "synthesis" in l]
-print(sys.argv[1], "verified", r["verified"], "/", r["partitions"], "failed", r["failed"],
-      "s/part", round(r["seconds_per_partition"], 3), "steady", round(r["steady_state"]["seconds_per_partition"], 3),
-      "busy", r["busy_fraction"], "stages", {k: round(v["seconds"], 3) for k, v in r["stages"].items()}, waited,
-      "errors", r["errors"][:2])
-PY
-  done
+  K=$k SYNTHETIC_CAP=${SYNTHETIC_CAP:-90} bash "$(dirname "$0")/synthetic-stream.sh"
 done

@@ -12,22 +12,4 @@ set -u
 out=${OUT:-out}; mkdir -p "$out"
 STEPS="fixtures bench" KINDS="${KINDS:-winning-post window-post snap porep}" REPS=3 BUDGET="${FILECOIN_BUDGET:-420}" \
   bash "$(dirname "$0")/gpu-filecoin.sh"
-k=${LOG_N:-22}; p=${PARTITIONS:-16}
-for mode in witnesses circuits; do
-  flag=""; [ "$mode" = circuits ] && flag="--synthesize --timeline $out/s$k-circuits.svg"
-  timeout "${SYNTHETIC_CAP:-120}" .gpu/snarkpipe bench --backend cuda --json --devices 0 --keys setup --log-n "$k" \
-    --partitions "$p" --workers 2 --in-flight 6 $flag >"$out/s$k-$mode.json" 2>>"$out/filecoin.log" \
-    || echo "FAILED or timed out: synthetic $mode rc=$?" >>"$out/filecoin.log"
-  python3 - "$out/s$k-$mode.json" <<'PY'
-import json, sys
-try:
-    r = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(sys.argv[1], "NO REPORT", e); sys.exit()
-waited = [l for l in r["timeline_summary"].splitlines() if "synthesis" in l]
-print(sys.argv[1], "verified", r["verified"], "/", r["partitions"], "failed", r["failed"],
-      "s/part", round(r["seconds_per_partition"], 3), "steady", round(r["steady_state"]["seconds_per_partition"], 3),
-      "busy", r["busy_fraction"], "stages", {k: round(v["seconds"], 2) for k, v in r["stages"].items()}, waited,
-      "errors", r["errors"][:2])
-PY
-done
+K=${LOG_N:-22} LOG=filecoin.log bash "$(dirname "$0")/synthetic-stream.sh"
