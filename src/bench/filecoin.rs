@@ -17,8 +17,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::{after_run, prover_config, BenchArgs, BenchCircuit, BenchReport, FaultFigures, Ownership};
+use crate::backend::faults::FaultScope;
 use crate::filecoin::{params, FilecoinProver, ProofKind, ProofTimings, ProvenKind, SynthesisFigures, VanillaRequest};
-use crate::prover::{DeviceSelection, Prover};
+use crate::prover::{DeviceSelection, ProofHandle, Prover};
 use crate::synthetic::{KeyKind, WitnessProfile};
 use crate::{Error, Result};
 
@@ -99,7 +100,10 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
     let prover = Prover::new(prover_config(args, devices))?;
     let device_free_bytes_before = prover.device_free_bytes();
     let since = prover.timeline().seconds_since_origin(Instant::now());
-    let engine = FilecoinProver::with_params_dir(&prover, &params_dir)?;
+    // Each repetition's pipeline request, to judge its failures partition by partition.
+    let last_request: parking_lot::Mutex<Option<ProofHandle>> = parking_lot::Mutex::new(None);
+    let record = |handle: &ProofHandle| *last_request.lock() = Some(handle.clone());
+    let engine = FilecoinProver::with_params_dir(&prover, &params_dir)?.on_submitted(&record);
 
     let mut errors = Vec::new();
     let mut proven: Vec<ProvenKind> = Vec::new();
@@ -108,11 +112,12 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
     let mut first_key_misses = 0;
     let started = Instant::now();
     for repetition in 0..args.partitions {
+        last_request.lock().take();
         match engine.prove_job(&job) {
             Ok(proof) => proven.push(proof),
             Err(err) => {
                 failed += 1;
-                if !err.is_injected() {
+                if cascaded_failure(&prover, last_request.lock().take(), &err) {
                     cascaded += 1;
                 }
                 tracing::warn!(%err, repetition, "a repetition failed");
@@ -245,5 +250,18 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         errors,
         compat: None,
         filecoin: Some(figures),
+    })
+}
+
+/// Whether a failed repetition was a cascade: one of its partitions failed although no fault
+/// was injected into the work of that partition's last attempt (as the synthetic bench and the
+/// soak judge). A repetition that failed before its partitions were queued (its synthesis, its
+/// key) has no partitions to judge: its error's root cause decides.
+fn cascaded_failure(prover: &Prover, request: Option<ProofHandle>, err: &Error) -> bool {
+    let Some(handle) = request else { return !err.is_injected() };
+    let attempts = handle.attempts();
+    handle.wait_each().iter().enumerate().any(|(partition, outcome)| {
+        let scope = FaultScope { request: handle.id(), partition, attempt: attempts[partition] };
+        outcome.is_err() && !prover.faults().injected_into(scope)
     })
 }
