@@ -58,7 +58,7 @@ fn staged_bytes(prover: &Prover, partition: usize) -> u64 {
         .spans
         .iter()
         .filter(|s| s.track.is_device() && s.stage == Stage::Htod && s.partition == partition)
-        .filter(|s| s.args.get("what").is_none())
+        .filter(|s| !s.args.contains_key("what"))
         .filter_map(|s| s.args.get("bytes").and_then(|b| b.as_u64()))
         .sum()
 }
