@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::messages::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::plan::{key_chunk_bytes, key_chunk_points, msm_pass_points, partition_plan_bytes, partition_plan_bytes_with_pass, MIN_KEY_CHUNK_POINTS};
-use crate::circuit::assignment::first_unsatisfied;
 use crate::error::{Error, Result};
 use crate::plan::resident_matrices_bytes;
 use crate::request::PartitionInput;
@@ -117,15 +116,11 @@ impl StageLogic for Admission {
 /// synthesized in full.
 fn evaluate_on_host(job: &mut PartitionJob) -> Result<()> {
     let PartitionInput::Assignment(assignment) = &job.input else { return Ok(()) };
-    let witness = assignment.evaluate()?;
-    if let Some(index) = first_unsatisfied(&witness) {
-        job.key.recording.mark_unusable();
-        return Err(Error::MatricesMismatch {
-            what: "satisfaction",
-            index,
-            detail: "the witness from the recorded matrices violates this constraint".into(),
-        });
-    }
+    let witness = assignment.evaluate_checked().inspect_err(|err| {
+        if matches!(err, Error::MatricesMismatch { .. }) {
+            job.key.recording.mark_unusable();
+        }
+    })?;
     job.input = PartitionInput::Witness(Arc::new(witness));
     Ok(())
 }

@@ -34,15 +34,9 @@ impl StageLogic for Verify {
         // one that does not satisfy the key's recorded matrices is the circuit's doing (its
         // structure follows its witness), not the device's.
         if let PartitionInput::Assignment(assignment) = &job.input {
-            if let Some(index) = assignment.first_unsatisfied()? {
+            if let Err(err @ Error::MatricesMismatch { .. }) = assignment.evaluate_checked() {
                 job.key.recording.mark_unusable();
-                return Err(Error::MatricesMismatch {
-                    what: "satisfaction",
-                    index,
-                    detail: "the assignment evaluated by the key's recorded matrices violates this constraint; \
-                             the key's later partitions are synthesized in full"
-                        .into(),
-                });
+                return Err(err);
             }
         }
         Err(Error::WrongResult { device: job.pipeline.ordinal })

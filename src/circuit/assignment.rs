@@ -100,10 +100,20 @@ impl Assignment {
         Witness::from_matrices(&self.matrices, self.input_assignment.clone(), self.aux_assignment.clone())
     }
 
-    /// The first constraint whose a·b is not c when this assignment is evaluated by its
-    /// matrices, if any: a circuit whose constraints depend on its witness.
-    pub fn first_unsatisfied(&self) -> Result<Option<usize>> {
-        Ok(first_unsatisfied(&self.evaluate()?))
+    /// [`Assignment::evaluate`], checked to satisfy the matrices (a·b = c at every constraint,
+    /// in parallel). Errors: [`Error::MatricesMismatch`] naming the first constraint that does
+    /// not hold: the circuit's constraints depend on its witness, so its key's matrices are no
+    /// use (the caller marks its recording unusable).
+    pub fn evaluate_checked(&self) -> Result<Witness> {
+        let witness = self.evaluate()?;
+        match first_unsatisfied(&witness) {
+            None => Ok(witness),
+            Some(index) => Err(Error::MatricesMismatch {
+                what: "satisfaction",
+                index,
+                detail: "the witness from the recorded matrices violates this constraint".into(),
+            }),
+        }
     }
 
     /// Host bytes the assignment holds (the matrices are the key's, shared).
@@ -113,7 +123,7 @@ impl Assignment {
 }
 
 /// The first constraint of `witness` whose a·b is not c, if any.
-pub fn first_unsatisfied(witness: &Witness) -> Option<usize> {
+fn first_unsatisfied(witness: &Witness) -> Option<usize> {
     (0..witness.a.len()).into_par_iter().find_first(|&i| witness.a[i] * witness.b[i] != witness.c[i])
 }
 
@@ -153,7 +163,7 @@ mod tests {
             assert_eq!(assignment.shape(), full.shape());
             assert_eq!(assignment.domain().unwrap().log_n(), full.domain().unwrap().log_n());
             assert_eq!(assignment.public_inputs(), full.public_inputs());
-            assert_eq!(assignment.first_unsatisfied().unwrap(), None);
+            assert!(assignment.evaluate_checked().is_ok());
         }
         // One aux value short, and one too many: another shape.
         let (inputs, mut aux) = witness_assignment(Cubic(3)).unwrap();
@@ -172,6 +182,7 @@ mod tests {
         let (inputs, mut aux) = witness_assignment(Cubic(4)).unwrap();
         aux[1] += Scalar::ONE; // x2 no longer x·x: constraint 0 fails first
         let assignment = Assignment::new(matrices, inputs, aux).unwrap();
-        assert_eq!(assignment.first_unsatisfied().unwrap(), Some(0));
+        let err = assignment.evaluate_checked().unwrap_err();
+        assert!(matches!(err, Error::MatricesMismatch { what: "satisfaction", index: 0, .. }), "{err}");
     }
 }

@@ -7,7 +7,6 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::assignment::first_unsatisfied;
 use super::matrices::{witness_assignment, ConstraintMatrices};
 use super::{Assignment, ConstraintEvaluation, SatisfactionCheck, Synthesized, Witness, WitnessShape};
 use crate::{Error, Result, Scalar};
@@ -196,15 +195,11 @@ impl ShapeRecording {
                 if evaluation == ConstraintEvaluation::Device {
                     return Ok(Synthesized::Assignment(assignment));
                 }
-                let witness = assignment.evaluate()?;
-                if let Some(index) = first_unsatisfied(&witness) {
-                    *self.state.lock() = RecordingState::Unusable;
-                    return Err(Error::MatricesMismatch {
-                        what: "satisfaction",
-                        index,
-                        detail: "the witness from the recorded matrices violates this constraint".into(),
-                    });
-                }
+                let witness = assignment.evaluate_checked().inspect_err(|err| {
+                    if matches!(err, Error::MatricesMismatch { .. }) {
+                        self.mark_unusable();
+                    }
+                })?;
                 Ok(Synthesized::Witness(witness))
             }
         }
