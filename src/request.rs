@@ -164,6 +164,9 @@ pub struct RequestState {
     /// difference is the time it waited for the pipeline.
     submitted: std::time::Instant,
     first_placed: std::sync::OnceLock<std::time::Instant>,
+    /// Partitions of this request in flight on each device (ordinal, count), counted by their
+    /// [`InFlightToken`]s: where the request runs now.
+    on_devices: Mutex<Vec<(usize, usize)>>,
 }
 
 impl RequestState {
@@ -199,12 +202,29 @@ impl RequestState {
             changed: Condvar::new(),
             submitted: std::time::Instant::now(),
             first_placed: std::sync::OnceLock::new(),
+            on_devices: Mutex::new(Vec::new()),
         })
     }
 
     /// Notes that a partition went to a device; only the first counts.
     pub(crate) fn mark_placed(&self) {
         let _ = self.first_placed.set(std::time::Instant::now());
+    }
+
+    /// Counts one more (`arrived`) or one fewer partition of this request on device `ordinal`.
+    fn count_on_device(&self, ordinal: usize, arrived: bool) {
+        let mut on = self.on_devices.lock();
+        match on.iter().position(|(o, _)| *o == ordinal) {
+            Some(i) if arrived => on[i].1 += 1,
+            Some(i) => {
+                on[i].1 -= 1;
+                if on[i].1 == 0 {
+                    on.swap_remove(i);
+                }
+            }
+            None if arrived => on.push((ordinal, 1)),
+            None => debug_assert!(false, "a partition left device {ordinal}, where none of its request was"),
+        }
     }
 
     pub fn partitions(&self) -> usize {
@@ -417,6 +437,14 @@ impl ProofHandle {
         self.state.outcomes.lock().requeues.clone()
     }
 
+    /// The devices (ordinals, ascending) that hold partitions of this request in flight now:
+    /// placed there and not yet finished. Empty before its first placement and after its end.
+    pub fn devices_in_use(&self) -> Vec<usize> {
+        let mut devices: Vec<usize> = self.state.on_devices.lock().iter().map(|(o, _)| *o).collect();
+        devices.sort_unstable();
+        devices
+    }
+
     /// How long the request waited before its first partition was placed on a device (None
     /// while it still waits).
     pub fn queued_for(&self) -> Option<std::time::Duration> {
@@ -464,7 +492,7 @@ impl InFlightLimiter {
     /// Takes a token, waiting up to `timeout` for one to come back.
     pub fn acquire(&self, timeout: std::time::Duration) -> Option<InFlightToken> {
         self.slots.send_timeout((), timeout).ok()?;
-        Some(InFlightToken { returns: self.returns.clone(), load: None })
+        Some(InFlightToken { returns: self.returns.clone(), load: None, request: None })
     }
 
     /// Tokens out right now.
@@ -477,14 +505,20 @@ impl InFlightLimiter {
 pub struct InFlightToken {
     returns: Receiver<()>,
     load: Option<Arc<AtomicUsize>>,
+    /// The request whose partition this is, and the device it was placed on.
+    request: Option<(Arc<RequestState>, usize)>,
 }
 
 impl InFlightToken {
-    /// Counts the partition in `load` (a device's partitions in flight) until the token is
-    /// returned.
-    pub fn placed_on(&mut self, load: Arc<AtomicUsize>) {
+    /// Counts the partition in `load` (device `ordinal`'s partitions in flight) and among
+    /// `request`'s partitions on that device, until the token is returned. A token is placed
+    /// once: a partition that goes round again takes a new one.
+    pub fn placed_on(&mut self, load: Arc<AtomicUsize>, request: &Arc<RequestState>, ordinal: usize) {
+        debug_assert!(self.load.is_none() && self.request.is_none(), "a token placed twice");
         load.fetch_add(1, Ordering::SeqCst);
         self.load = Some(load);
+        request.count_on_device(ordinal, true);
+        self.request = Some((request.clone(), ordinal));
     }
 }
 
@@ -492,6 +526,9 @@ impl Drop for InFlightToken {
     fn drop(&mut self) {
         if let Some(load) = self.load.take() {
             load.fetch_sub(1, Ordering::SeqCst);
+        }
+        if let Some((request, ordinal)) = self.request.take() {
+            request.count_on_device(ordinal, false);
         }
         let _ = self.returns.try_recv();
     }

@@ -86,6 +86,40 @@ fn a_request_can_be_pinned_to_one_device() {
     assert!(matches!(prover.submit(bad), Err(snarkpipe::Error::Config(_))));
 }
 
+/// While a request runs, its handle names the devices its partitions are on (what the daemon's
+/// status reports per GPU): two requests pinned to different devices are each seen on their own
+/// device only, an unpinned one only where the timeline shows it ran, and none is seen anywhere
+/// once it has ended.
+#[test]
+fn a_request_reports_the_devices_its_partitions_are_on() {
+    let spec = spec(10, 2, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let witnesses = partitions(&spec, 8);
+    let prover = Prover::new(two_devices(4)).unwrap();
+    let mut rng = fresh_rng();
+    let pinned = |device: usize, rng: &mut _| {
+        let mut request = ProofRequest::new(key.clone(), witnesses.clone(), rng);
+        request.devices = Some(vec![device]);
+        prover.submit(request).unwrap()
+    };
+    let anywhere = prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut rng)).unwrap();
+    let handles = [pinned(1, &mut rng), pinned(0, &mut rng), anywhere];
+    let mut seen = [BTreeSet::new(), BTreeSet::new(), BTreeSet::new()];
+    while handles.iter().any(|h| !h.status().finished) {
+        for (handle, seen) in handles.iter().zip(&mut seen) {
+            seen.extend(handle.devices_in_use());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for handle in &handles {
+        verify_all(&key, &witnesses, &handle.wait().unwrap());
+        assert_eq!(handle.devices_in_use(), Vec::<usize>::new(), "an ended request is still on a device");
+    }
+    assert_eq!(seen[0], BTreeSet::from([1]), "the request pinned to device 1");
+    assert_eq!(seen[1], BTreeSet::from([0]), "the request pinned to device 0");
+    assert!(!seen[2].is_empty() && seen[2].is_subset(&devices_used(&prover, handles[2].id())), "{:?}", seen[2]);
+}
+
 #[test]
 fn a_partition_goes_to_the_device_that_holds_its_key() {
     let spec = spec(7, 2, fresh_seed());

@@ -159,7 +159,7 @@ impl Scheduler {
                 priority = ?ticket.request.priority,
                 "placing a partition"
             );
-            token.placed_on(pipeline.load_counter());
+            token.placed_on(pipeline.load_counter(), &ticket.request, pipeline.ordinal);
             ticket.request.mark_placed();
             let job = self.job(ticket, pipeline.clone(), token);
             pipeline.admit(job);
