@@ -47,8 +47,13 @@ pub fn run(args: &Args) -> Result<bool> {
         println!("ok: {step}");
         passed.push(step);
     };
-    let spec =
-        SyntheticSpec { log_n, num_inputs: DEFAULT_NUM_INPUTS, profile: args.witness, keys: KeyKind::Setup, seed: args.seed };
+    let spec = SyntheticSpec {
+        log_n,
+        num_inputs: DEFAULT_NUM_INPUTS,
+        profile: args.witness,
+        keys: KeyKind::Setup,
+        seed: args.seed,
+    };
     let shape = spec.shape()?;
 
     // 1. Setup, write, read back.
@@ -61,6 +66,10 @@ pub fn run(args: &Args) -> Result<bool> {
     let started = std::time::Instant::now();
     let bytes = keys::write_params(&params, &path)?;
     let write_seconds = started.elapsed().as_secs_f64();
+    let parallel_path = path.with_extension("parallel.params");
+    let parallel = keys::write_params_parallel(&params, &parallel_path)
+        .and_then(|_| Ok(std::fs::read(&path)? == std::fs::read(&parallel_path)?));
+    let _ = std::fs::remove_file(&parallel_path);
     let reread = keys::read_params(&path);
     let header = SrsHeader::read(&path);
     let srs = crate::supraseal::open_srs(&path);
@@ -74,6 +83,9 @@ pub fn run(args: &Args) -> Result<bool> {
          ({bytes} bytes, {write_seconds:.2} s) and read back with Parameters::read (points checked): the same key",
         shape.num_constraints, shape.num_aux
     ));
+
+    ensure!(parallel?, "the parallel writer's file differs from bellperson's Parameters::write");
+    pass("the parallel writer (--params-writer parallel) writes the same bytes as Parameters::write".into());
 
     // 2. The file as supraseal reads it.
     let header = header?;
@@ -147,13 +159,17 @@ pub fn run(args: &Args) -> Result<bool> {
     ensure!(verify_proof(&pvk, &twin, inputs0)?, "witness 0's proof with another r did not verify");
     ensure!(!verify_proof(&pvk, &twin, inputs1)?, "a proof of witness 0 verified with witness 1's public inputs");
     ensure!(!verify_proof(&pvk, &proof, inputs1)?, "a proof of witness 0 verified with witness 1's public inputs");
-    pass("negative twin: witness 0 proved with another r verifies with its own inputs and is rejected with witness 1's".into());
+    pass(
+        "negative twin: witness 0 proved with another r verifies with its own inputs and is rejected with witness 1's"
+            .into(),
+    );
     let shutdown = prover.shutdown(Shutdown::Drain);
     ensure!(shutdown.failed == 0, "snarkpipe's shutdown found {} failed partitions", shutdown.failed);
 
     if let Some(out) = &args.out {
         let report = CheckReport { check_only: true, log_n, params_file: header, supraseal_srs_without_gpu, passed };
-        std::fs::write(out, serde_json::to_vec_pretty(&report)?).with_context(|| format!("writing {}", out.display()))?;
+        std::fs::write(out, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", out.display()))?;
     }
     println!("check-only passed at 2^{log_n}");
     Ok(true)

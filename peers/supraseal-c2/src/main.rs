@@ -3,10 +3,12 @@
 //! supranational's CUDA Groth16 prover on sppark), alternating the two in one process, and
 //! verifies every proof of both with bellperson's `verify_proof`.
 //!
-//! `--check-only` runs the same preparation at a small size without a GPU (see `check.rs`).
+//! `--check-only` runs the same preparation at a small size without a GPU (see `check.rs`);
+//! `--kernels` races sppark's own G1 MSM and NTT against snarkpipe's (see `kernels.rs`).
 #![deny(unsafe_code)]
 
 mod check;
+mod kernels;
 mod keys;
 mod race;
 mod report;
@@ -52,6 +54,10 @@ pub struct Args {
     /// 8 GB at 2^24). Default: the system's temporary directory.
     #[arg(long)]
     pub params_dir: Option<PathBuf>,
+    /// How the parameter file is written: `bellperson` (its `Parameters::write`, one point at a
+    /// time) or `parallel` (the same bytes, encoded on every core; --check-only compares them).
+    #[arg(long, value_enum, default_value = "bellperson")]
+    pub params_writer: ParamsWriter,
     /// Keep each size's parameter file instead of deleting it after its race.
     #[arg(long)]
     pub keep_params: bool,
@@ -77,6 +83,24 @@ pub struct Args {
     /// The domain of --check-only, as log2.
     #[arg(long, default_value_t = 10)]
     pub check_log_n: u32,
+    /// Instead of proofs, race sppark's own G1 MSM and forward NTT against snarkpipe's on the
+    /// same data, inputs resident on the GPU (see --kernel-log-n, --kernel-runs).
+    #[arg(long, conflicts_with = "check_only")]
+    pub kernels: bool,
+    /// The sizes of --kernels, as log2, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [20u32, 21, 22, 23, 24, 25, 26, 27])]
+    pub kernel_log_n: Vec<u32>,
+    /// Timed calls per kernel and size in --kernels (after one untimed); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub kernel_runs: usize,
+}
+
+/// How the parameter file for supraseal is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamsWriter {
+    Bellperson,
+    Parallel,
 }
 
 /// Smallest domain with room for the 8 public inputs, ONE and a constraint.
@@ -86,10 +110,12 @@ const MAX_LOG_N: u32 = 27;
 
 impl Args {
     fn validate(&self) -> anyhow::Result<()> {
-        let sizes: Vec<u32> = match self.check_only {
-            true => vec![self.check_log_n],
-            false => self.log_n.clone(),
+        let sizes: Vec<u32> = match (self.check_only, self.kernels) {
+            (true, _) => vec![self.check_log_n],
+            (false, true) => self.kernel_log_n.clone(),
+            (false, false) => self.log_n.clone(),
         };
+        anyhow::ensure!(self.kernel_runs >= 1, "--kernel-runs must be at least 1");
         anyhow::ensure!(!sizes.is_empty(), "--log-n needs at least one size");
         if let Some(bad) = sizes.iter().find(|k| !(MIN_LOG_N..=MAX_LOG_N).contains(*k)) {
             anyhow::bail!("log-n {bad} is out of range: sizes run from {MIN_LOG_N} to {MAX_LOG_N}");
@@ -119,9 +145,10 @@ fn main() -> ExitCode {
         eprintln!("error: {err:#}");
         return ExitCode::from(2);
     }
-    let outcome = match args.check_only {
-        true => check::run(&args),
-        false => race::run(&args),
+    let outcome = match (args.check_only, args.kernels) {
+        (true, _) => check::run(&args),
+        (false, true) => kernels::run(&args),
+        (false, false) => race::run(&args),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

@@ -20,7 +20,7 @@ use snarkpipe::synthetic::{KeyKind, SyntheticSpec, DEFAULT_NUM_INPUTS};
 use crate::keys::{self, SrsHeader};
 use crate::report::{describe, Race, RaceReport, Samples, SizeReport};
 use crate::supraseal::{self, Prepared};
-use crate::Args;
+use crate::{Args, ParamsWriter};
 
 /// From this domain on, the setup multiplies its fixed bases on the GPU (as snarkpipe's
 /// synthetic keys do).
@@ -43,6 +43,7 @@ pub fn run(args: &Args) -> Result<bool> {
         witness_profile: format!("{:?}", args.witness).to_lowercase(),
         seed: args.seed,
         batch: args.batch_rounds > 0,
+        params_writer: args.params_writer,
         snarkpipe_verifies_in_pipeline: args.pipeline_verify,
         sizes: Vec::new(),
         errors: Vec::new(),
@@ -119,17 +120,23 @@ fn race_size(args: &Args, log_n: u32, dir: &Path, report: &mut RaceReport) -> Re
     let pvk = prepare_verifying_key(&params.vk);
 
     eprintln!("2^{log_n}: writing the parameters");
-    let file = ParamsFile { path: dir.join(format!("synthetic-2^{log_n}-seed{}.params", args.seed)), keep: args.keep_params };
+    let file =
+        ParamsFile { path: dir.join(format!("synthetic-2^{log_n}-seed{}.params", args.seed)), keep: args.keep_params };
     let started = Instant::now();
-    keys::write_params(&params, &file.path)?;
+    match args.params_writer {
+        ParamsWriter::Bellperson => keys::write_params(&params, &file.path)?,
+        ParamsWriter::Parallel => keys::write_params_parallel(&params, &file.path)?,
+    };
     let params_write_seconds = started.elapsed().as_secs_f64();
     let header = SrsHeader::read(&file.path)?;
     header.check_shape(&shape, log_n)?;
 
     eprintln!("2^{log_n}: witnesses");
     let started = Instant::now();
-    let witnesses: Vec<Arc<Witness>> =
-        (0..args.distinct_witnesses()).into_par_iter().map(|i| spec.witness(i).map(Arc::new)).collect::<Result<_, _>>()?;
+    let witnesses: Vec<Arc<Witness>> = (0..args.distinct_witnesses())
+        .into_par_iter()
+        .map(|i| spec.witness(i).map(Arc::new))
+        .collect::<Result<_, _>>()?;
     let prepared: Vec<Prepared<'_>> = witnesses.iter().map(|w| Prepared::new(w)).collect::<Result<_>>()?;
     for p in &prepared {
         p.check_against(&key)?;
@@ -173,7 +180,8 @@ fn race_size(args: &Args, log_n: u32, dir: &Path, report: &mut RaceReport) -> Re
     let first = [0];
     let (snarkpipe_first, supraseal_first) = contestants.round(&witnesses, &prepared, &first, &r, &s, log_n, errors);
     let mut warm = (Samples::default(), Samples::default());
-    let _ = contestants.score(&snarkpipe_first, &supraseal_first, &witnesses, &first, &mut warm, log_n, "first", errors);
+    let _ =
+        contestants.score(&snarkpipe_first, &supraseal_first, &witnesses, &first, &mut warm, log_n, "first", errors);
     let snarkpipe_first_proof_seconds = snarkpipe_first.as_ref().map_or(f64::NAN, |(_, t)| *t);
     let supraseal_first_proof_seconds = supraseal_first.as_ref().map_or(f64::NAN, |(_, t)| *t);
 
@@ -207,7 +215,10 @@ fn race_size(args: &Args, log_n: u32, dir: &Path, report: &mut RaceReport) -> Re
 
     let shutdown = prover.shutdown(Shutdown::Drain);
     if shutdown.failed > 0 || shutdown.abandoned > 0 {
-        errors.push(format!("2^{log_n}: snarkpipe's shutdown found {} failed and {} abandoned partitions", shutdown.failed, shutdown.abandoned));
+        errors.push(format!(
+            "2^{log_n}: snarkpipe's shutdown found {} failed and {} abandoned partitions",
+            shutdown.failed, shutdown.abandoned
+        ));
     }
     drop(prover);
     drop(srs);
@@ -272,8 +283,8 @@ impl Contestants<'_> {
 
         let batch: Vec<&Prepared<'_>> = which.iter().map(|&i| &prepared[i]).collect();
         let started = Instant::now();
-        let supraseal = supraseal::prove(self.srs, self.key, &batch, r, s)
-            .map(|proofs| (proofs, started.elapsed().as_secs_f64()));
+        let supraseal =
+            supraseal::prove(self.srs, self.key, &batch, r, s).map(|proofs| (proofs, started.elapsed().as_secs_f64()));
         for outcome in [&snarkpipe, &supraseal] {
             if let Err(err) = outcome {
                 errors.push(format!("2^{log_n}: {err:#}"));
@@ -297,7 +308,9 @@ impl Contestants<'_> {
         what: &str,
         errors: &mut Vec<String>,
     ) -> (usize, usize) {
-        for (name, outcome, samples) in [("snarkpipe", snarkpipe, &mut samples.0), ("supraseal", supraseal, &mut samples.1)] {
+        for (name, outcome, samples) in
+            [("snarkpipe", snarkpipe, &mut samples.0), ("supraseal", supraseal, &mut samples.1)]
+        {
             match outcome {
                 Ok((proofs, seconds)) => {
                     let verified = self.verified(name, proofs, witnesses, which, log_n, what, errors);
@@ -324,7 +337,11 @@ impl Contestants<'_> {
         errors: &mut Vec<String>,
     ) -> usize {
         if proofs.len() != which.len() {
-            errors.push(format!("2^{log_n} {what}: {name} returned {} proofs for {} witnesses", proofs.len(), which.len()));
+            errors.push(format!(
+                "2^{log_n} {what}: {name} returned {} proofs for {} witnesses",
+                proofs.len(),
+                which.len()
+            ));
             return 0;
         }
         let mut verified = 0;
@@ -332,7 +349,9 @@ impl Contestants<'_> {
             match bellperson::groth16::verify_proof(self.pvk, proof, witnesses[i].public_inputs()) {
                 Ok(true) => verified += 1,
                 Ok(false) => errors.push(format!("2^{log_n} {what}: {name}'s proof {k} (witness {i}) did not verify")),
-                Err(err) => errors.push(format!("2^{log_n} {what}: {name}'s proof {k} (witness {i}): verifying failed: {err}")),
+                Err(err) => {
+                    errors.push(format!("2^{log_n} {what}: {name}'s proof {k} (witness {i}): verifying failed: {err}"))
+                }
             }
         }
         verified

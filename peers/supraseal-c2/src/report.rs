@@ -18,6 +18,7 @@ pub struct RaceReport {
     pub witness_profile: String,
     pub seed: u64,
     pub batch: bool,
+    pub params_writer: crate::ParamsWriter,
     pub snarkpipe_verifies_in_pipeline: bool,
     pub sizes: Vec<SizeReport>,
     /// Every failure, of either prover, in words. Non-empty means the run exits nonzero.

@@ -1,4 +1,6 @@
-//! The one place where witnesses become the raw pointers supraseal C2 takes.
+//! The one place where Rust data becomes the raw pointers supranational's code takes: supraseal
+//! C2's prover, and (at the end) sppark's own MSM and NTT for the kernel race. The only `unsafe`
+//! of the crate is here, on the two calls into cuda/sppark_kernels.cu.
 //!
 //! `supraseal_c2::generate_groth16_proof` is a safe Rust function, but what it receives are
 //! `*const Scalar` pointers and bit-vector slices that C++ code reads without any check beyond
@@ -229,8 +231,71 @@ pub fn prove(
 /// Opens the SRS (supraseal's copy of the parameters, read into pinned host memory by a
 /// thread of its own; the first proof waits for that read).
 pub fn open_srs(path: &std::path::Path) -> Result<supraseal_c2::SRS> {
-    supraseal_c2::SRS::try_new(path.to_path_buf(), false)
-        .map_err(|err| anyhow::anyhow!("supraseal could not open the SRS {}: {err} (code {})", path.display(), err.code))
+    supraseal_c2::SRS::try_new(path.to_path_buf(), false).map_err(|err| {
+        anyhow::anyhow!("supraseal could not open the SRS {}: {err} (code {})", path.display(), err.code)
+    })
+}
+
+// sppark's own kernels (cuda/sppark_kernels.cu, for `--kernels`). The same invariants hold: the
+// slices are borrowed for the whole call and their lengths are passed with them, and G1Affine
+// and Scalar have the layouts the C++ side reads (checked at the top of this module).
+
+#[allow(unsafe_code)]
+mod sppark_ffi {
+    use blstrs::{G1Affine, Scalar};
+
+    extern "C" {
+        pub fn peer_sppark_msm_g1(
+            points: *const G1Affine,
+            scalars: *const Scalar,
+            n: usize,
+            runs: usize,
+            ms: *mut f64,
+            sum: *mut G1Affine,
+        ) -> sppark::Error;
+        pub fn peer_sppark_ntt_forward(data: *mut Scalar, lg_n: u32, runs: usize, ms: *mut f32) -> sppark::Error;
+    }
+}
+
+/// sppark's G1 MSM of `points` and `scalars`, resident on the GPU before the clock: the sum and
+/// the milliseconds of each of `runs` timed calls (after one untimed).
+#[allow(unsafe_code)]
+pub fn sppark_msm_g1(points: &[G1Affine], scalars: &[Scalar], runs: usize) -> Result<(G1Affine, Vec<f64>)> {
+    ensure!(
+        !points.is_empty() && points.len() == scalars.len(),
+        "{} points for {} scalars",
+        points.len(),
+        scalars.len()
+    );
+    ensure!(runs >= 1, "at least one timed run");
+    let mut ms = vec![0f64; runs];
+    let mut sum = G1Affine::identity();
+    // SAFETY: `points` and `scalars` hold n elements each and `ms` holds `runs`, all borrowed
+    // until the call returns; `sum` is one G1Affine, the 96 bytes of sppark's affine point.
+    let err = unsafe {
+        sppark_ffi::peer_sppark_msm_g1(points.as_ptr(), scalars.as_ptr(), points.len(), runs, ms.as_mut_ptr(), &mut sum)
+    };
+    if err.code != 0 {
+        bail!("sppark's MSM of {} points failed: {err}", points.len());
+    }
+    Ok((sum, ms))
+}
+
+/// sppark's forward NTT (natural order in and out) of `data` (a power-of-two length), in place:
+/// the milliseconds of each of `runs` timed transforms (after one untimed), each of the input.
+#[allow(unsafe_code)]
+pub fn sppark_ntt_forward(data: &mut [Scalar], runs: usize) -> Result<Vec<f32>> {
+    ensure!(data.len().is_power_of_two() && data.len() >= 2, "an NTT of {} values", data.len());
+    ensure!(runs >= 1, "at least one timed run");
+    let lg_n = data.len().trailing_zeros();
+    let mut ms = vec![0f32; runs];
+    // SAFETY: `data` holds 2^lg_n scalars and `ms` holds `runs`, both borrowed mutably until
+    // the call returns.
+    let err = unsafe { sppark_ffi::peer_sppark_ntt_forward(data.as_mut_ptr(), lg_n, runs, ms.as_mut_ptr()) };
+    if err.code != 0 {
+        bail!("sppark's NTT of 2^{lg_n} failed: {err}");
+    }
+    Ok(ms)
 }
 
 #[cfg(test)]
