@@ -30,6 +30,11 @@ typedef fr_t scalar_t;
 #include <msm/pippenger.cuh>
 #include <ntt/ntt.cuh>
 
+// The Rust side passes blstrs' G1Affine (blst_p1_affine) and Scalar (blst_fr) as these.
+static_assert(sizeof(affine_t) == 96, "sppark's affine G1 point is two 48-byte coordinates");
+static_assert(sizeof(point_t::affine_t) == 96, "sppark's affine G1 point is two 48-byte coordinates");
+static_assert(sizeof(scalar_t) == 32, "sppark's fr_t is four 64-bit limbs");
+
 #ifndef __CUDA_ARCH__
 
 namespace {
