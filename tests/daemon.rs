@@ -214,7 +214,7 @@ async fn one_daemon_serves_every_scenario() {
     let mut client = daemon.client().await;
 
     let started = Instant::now();
-    srs_before_any_proof(&mut client).await;
+    srs_by_name_before_any_proof(&mut client).await;
     bad_input_gets_typed_statuses(&mut client, &daemon, fixture(ProofKind::WindowPost)).await;
     eprintln!("bad input: {:.1} s", started.elapsed().as_secs_f64());
     for kind in [ProofKind::WindowPost, ProofKind::WinningPost, ProofKind::Snap] {
@@ -257,14 +257,23 @@ async fn prove_and_verify(client: &mut Client, fixture: &Fixture) {
     fixture.check_proof(&result);
 }
 
-async fn srs_before_any_proof(client: &mut Client) {
-    let request = pb::SrsRequest { kind: pb::ProofKind::WindowPost as i32, sector_size: 2048 };
-    let refused = client.preload_srs(request).await.unwrap_err();
+/// Before any proof, PreloadSRS loads a kind's key by name from the parameter directory and
+/// makes it hot; a size whose parameters the directory lacks is refused, naming the file.
+async fn srs_by_name_before_any_proof(client: &mut Client) {
+    let absent = pb::SrsRequest { kind: pb::ProofKind::WindowPost as i32, sector_size: 32 << 30 };
+    let refused = client.preload_srs(absent).await.unwrap_err();
     assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
-    assert!(refused.message().contains("first proof"), "{refused:?}");
+    assert!(refused.message().contains(".params") && refused.message().contains("32 GiB"), "{refused:?}");
+    let request = pb::SrsRequest { kind: pb::ProofKind::WindowPost as i32, sector_size: 2048 };
+    let preloaded = client.preload_srs(request).await.unwrap().into_inner();
+    assert_eq!((preloaded.tier.as_str(), preloaded.devices.as_slice()), ("hot", &[0u32][..]), "{preloaded:?}");
+    let ready = status(client).await;
+    assert_eq!((ready.proofs_completed, ready.keys.len()), (0, 1), "{ready:?}");
 }
 
-/// After a Window PoSt proved, its key can be evicted from the device and preloaded again.
+/// After a Window PoSt proved with the key preloaded by name, its key can be evicted from the
+/// device and preloaded again; and the proof used the preloaded key: each kind's parameters
+/// were read once, into one key.
 async fn srs_preload_and_evict(client: &mut Client) {
     let request = || pb::SrsRequest { kind: pb::ProofKind::WindowPost as i32, sector_size: 2048 };
     let evicted = client.evict_srs(request()).await.unwrap().into_inner();
@@ -273,6 +282,9 @@ async fn srs_preload_and_evict(client: &mut Client) {
     assert_eq!((preloaded.tier.as_str(), preloaded.devices.as_slice()), ("hot", &[0u32][..]), "{preloaded:?}");
     let keys = status(client).await.keys;
     assert!(keys.iter().any(|k| k.tier == "hot"), "{keys:?}");
+    // Window PoSt, Winning PoSt and SnapDeals proved so far: three keys, each loaded once.
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    assert!(keys.iter().all(|k| k.loads == 1), "{keys:?}");
 }
 
 async fn same_key_twice_is_one_job(client: &mut Client, window: &Fixture, winning: &Fixture) {
@@ -300,6 +312,18 @@ async fn cancel_mid_flight(client: &mut Client, porep: &Fixture, window: &Fixtur
     let request = pb::AwaitProofRequest { job_id: job.clone(), timeout_ms: AWAIT_MS, until_started: true };
     let running = client.await_proof(request).await.unwrap().into_inner();
     assert_eq!(running.state, pb::JobState::Running as i32, "{running:?}");
+    // Once its partition is on the (one) device, the status names the job on that GPU.
+    let deadline = Instant::now() + std::time::Duration::from_millis(AWAIT_MS);
+    loop {
+        let gpus = status(client).await.gpus;
+        assert_eq!(gpus.len(), 1, "{gpus:?}");
+        if gpus[0].current_jobs == [job.clone()] {
+            break;
+        }
+        assert!(gpus[0].current_jobs.is_empty(), "another job on the GPU: {gpus:?}");
+        assert!(Instant::now() < deadline, "the running PoRep never showed on the GPU: {gpus:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     let cancelled = client.cancel_proof(pb::CancelProofRequest { job_id: job.clone() }).await.unwrap().into_inner();
     let stopping = [pb::JobState::Cancelled as i32, pb::JobState::Running as i32];
     assert!(stopping.contains(&cancelled.state), "{cancelled:?}");
@@ -585,6 +609,45 @@ fn a_remote_listen_address_needs_allow_remote() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--allow-remote") && stderr.contains("no authentication"), "{stderr}");
+}
+
+/// Keys named with `--preload` are loaded and hot before the daemon serves, with no proof; the
+/// first proof of the kind uses the preloaded key (no load, no second key). A name that is not
+/// one, or one whose parameters the directory lacks, stops the start and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_named_with_preload_is_hot_before_serving() {
+    let fixture = tokio::task::block_in_place(|| Fixture::of(ProofKind::WinningPost));
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = tokio::task::block_in_place(|| Daemon::start(&socket_in(&dir), &["--preload", "winning-post-2k"]));
+    let mut client = daemon.client().await;
+    let ready = status(&mut client).await;
+    assert_eq!(ready.proofs_completed, 0, "{ready:?}");
+    assert_eq!(ready.keys.iter().map(|k| (k.tier.as_str(), k.loads)).collect::<Vec<_>>(), [("hot", 1)], "{ready:?}");
+    let request = pb::ProveRequest { submit: Some(fixture.submit("after-preload")), timeout_ms: AWAIT_MS };
+    let result = client.prove(request).await.unwrap().into_inner();
+    fixture.check_proof(&result);
+    assert_eq!(result.timings.unwrap().key_load, 0.0, "the first proof loaded a key: {result:?}");
+    let after = status(&mut client).await;
+    assert_eq!(after.keys.iter().map(|k| (k.loads, k.hits > 0)).collect::<Vec<_>>(), [(1, true)], "{after:?}");
+    daemon.signal("TERM");
+    let (exit, _) = tokio::task::block_in_place(|| daemon.wait());
+    assert!(exit.success());
+
+    let refusals = [("porep-32", "KIND-SIZE"), ("porep-3k", "3 KiB"), ("winning-post-32g", "winning-post 32 GiB")];
+    for (name, says) in refusals {
+        let out = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+            .args(["serve", "--backend", "cpu", "--listen"])
+            .arg(format!("unix:{}", dir.path().join("other.sock").display()))
+            .arg("--params-dir")
+            .arg(filecoin::params_dir())
+            .args(["--preload", name])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{name}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{name}: {stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"), "{name}");
+    }
 }
 
 /// A job file given to `--preload-job` is proven before the daemon serves: its key is hot for

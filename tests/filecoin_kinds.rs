@@ -71,6 +71,67 @@ fn a_second_proof_reuses_the_resident_key() {
     }
 }
 
+/// One partition of a Window PoSt, as a node proves a deadline partition by partition:
+/// partition 0's proof, merged as filecoin-proofs merges partition proofs, is accepted by
+/// `verify_window_post` (and rejected for other randomness), and is bellperson's proof for the
+/// same r and s. The same vanilla proofs claimed as partition 1 are refused: their challenges
+/// are partition 0's.
+#[test]
+fn window_post_one_partition_at_a_time() {
+    let VanillaRequest::WindowPost(mut partition) = VanillaRequest::read(&job(ProofKind::WindowPost)).unwrap() else {
+        panic!("the Window PoSt fixture holds another kind")
+    };
+    partition.partition_index = Some(0);
+    let request = VanillaRequest::WindowPost(partition);
+    let engine = || FilecoinProver::with_params_dir(prover(), &params_dir()).unwrap();
+    let (r, s) = filecoin::blinding(1);
+    let ours = engine().fixed_blinding(r.clone(), s.clone()).prove_job(&request).unwrap();
+    let merged = filecoin_proofs::merge_window_post_partition_proofs(vec![filecoin_proofs::PartitionSnarkProof(
+        ours.bytes.clone(),
+    )])
+    .unwrap();
+    assert!(filecoin::verify_with_filecoin_proofs(&request, &merged, false), "filecoin-proofs rejects the partition");
+    assert!(!filecoin::verify_with_filecoin_proofs(&request, &merged, true), "accepted for other randomness");
+    let theirs = engine().bellperson_reference().fixed_blinding(r, s).prove_job(&request).unwrap();
+    assert_eq!(ours.bytes, theirs.bytes, "not bellperson's proof for the same r and s");
+
+    let VanillaRequest::WindowPost(mut claimed) = request else { unreachable!() };
+    claimed.partition_index = Some(1);
+    let err = engine().prove_job(&VanillaRequest::WindowPost(claimed)).unwrap_err();
+    assert!(matches!(err, Error::Filecoin(_)) && err.to_string().contains("partition 1"), "{err}");
+}
+
+/// A key loaded by name, without a proof (`snarkpipe serve --preload`), is the key the next
+/// proof of its kind uses, and its constraint matrices, recorded from filecoin-proofs' blank
+/// circuit, are right: a proof whose a, b and c come from them verifies. A fresh prover that
+/// keeps no matrices on disk, so that the blank circuit's are the ones used.
+#[test]
+fn a_key_loaded_by_name_is_the_one_proofs_use() {
+    use snarkpipe::backend::BackendKind;
+    use snarkpipe::prover::{Prover, ProverConfig};
+    let fresh = Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        constraint_matrices_beside_params: false,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    let engine = FilecoinProver::with_params_dir(&fresh, &params_dir()).unwrap();
+    let loaded = engine.load_key(ProofKind::WinningPost, 2048).unwrap();
+    assert!(loaded.recording.matrices().is_some(), "no matrices from the blank circuit");
+    let request = VanillaRequest::read(&job(ProofKind::WinningPost)).unwrap();
+    let proven = engine.prove_job(&request).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&loaded, proven.key.as_ref().unwrap()), "the proof loaded another key");
+    assert_eq!(proven.timings.key_load, 0.0);
+    assert!(filecoin::verify_with_filecoin_proofs(&request, &proven.bytes, false));
+    assert_eq!(fresh.key_cache_status().entries.len(), 1, "{:?}", fresh.key_cache_status());
+    // Negative twins: another kind's key is another key; a size without parameters is refused
+    // naming the file it looked for.
+    let window = engine.load_key(ProofKind::WindowPost, 2048).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&loaded, &window));
+    let err = engine.load_key(ProofKind::WinningPost, 32 << 30).unwrap_err();
+    assert!(matches!(err, Error::MissingParams { .. }) && err.to_string().contains(".params"), "{err}");
+}
+
 /// A copy of `job` with its JSON edited by `edit`, in a temporary directory.
 fn edited(job: &Path, dir: &Path, name: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
     let path = dir.join(name);

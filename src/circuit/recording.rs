@@ -113,6 +113,23 @@ impl ShapeRecording {
         }
     }
 
+    /// Takes matrices recorded elsewhere (from the circuit's blank twin, say) as this key's,
+    /// when none are recorded, loaded or being recorded, and writes them beside the
+    /// parameters as a recording made here would be. Returns whether they were taken.
+    /// The caller vouches that they are the key's circuit's: a witness that does not satisfy
+    /// them is still caught, as for any recording.
+    pub fn adopt(&self, matrices: Arc<ConstraintMatrices>) -> bool {
+        {
+            let mut state = self.state.lock();
+            if !matches!(*state, RecordingState::Empty) {
+                return false;
+            }
+            *state = RecordingState::Ready(matrices.clone());
+        }
+        self.persist(&matrices);
+        true
+    }
+
     /// Writes freshly recorded matrices to the file given to `load_or_persist`, if any, on a
     /// thread of its own (a partition does not wait for a disk). A failure is only logged: the
     /// matrices are in memory, and the next process records them again.

@@ -105,6 +105,12 @@ impl Job {
         inner.handle = Some(handle.clone());
     }
 
+    /// The devices (ordinals) its partitions are in flight on now: none while its first
+    /// partition is synthesized or its partitions wait for a device.
+    pub fn devices_in_use(&self) -> Vec<usize> {
+        self.inner.lock().handle.as_ref().map(|h| h.devices_in_use()).unwrap_or_default()
+    }
+
     /// Why the job was asked to stop, if it was.
     pub fn cancel_reason(&self) -> Option<String> {
         self.inner.lock().cancelled.clone()
@@ -436,13 +442,13 @@ impl JobTable {
         jobs
     }
 
-    /// Ids of the jobs running now.
-    pub fn running(&self) -> Vec<String> {
+    /// The jobs running now, by id.
+    pub fn running(&self) -> Vec<Arc<Job>> {
         let state = self.state.lock();
-        let mut ids: Vec<String> =
-            state.jobs.values().filter(|j| j.view.borrow().state == JobState::Running).map(|j| j.id.clone()).collect();
-        ids.sort();
-        ids
+        let mut jobs: Vec<Arc<Job>> =
+            state.jobs.values().filter(|j| j.view.borrow().state == JobState::Running).cloned().collect();
+        jobs.sort_by(|a, b| a.id.cmp(&b.id));
+        jobs
     }
 
     pub fn counters(&self) -> Counters {

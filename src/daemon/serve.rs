@@ -16,6 +16,7 @@ use super::service::ProvingDaemon;
 use super::worker::{start_workers, SrsTable, Workshop};
 use crate::backend::{BackendKind, DeviceSelection};
 use crate::filecoin::params::use_parameter_dir;
+use crate::filecoin::KeyName;
 use crate::prover::{Prover, ProverConfig, Shutdown};
 use crate::{Error, Result};
 
@@ -60,9 +61,16 @@ pub struct ServeArgs {
     /// On SIGTERM, how long running jobs may take to finish before they are cancelled.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_secs: u64,
+    /// Keys loaded from the parameter directory and made resident on the devices before the
+    /// daemon serves, by kind and sector size: `porep-32g,snap-32g,window-post-32g,winning-post-32g`
+    /// (sizes 2k, 8m, 512m, 32g, 64g). Each key's constraint matrices are recorded from the
+    /// kind's blank circuit, so the first proof synthesizes witness-only; for 32 GiB PoRep
+    /// that recording takes a core-minute or more and host memory of the order of the key.
+    #[arg(long, value_delimiter = ',')]
+    pub preload: Vec<KeyName>,
     /// Vanilla job files (as `snarkpipe prove --vanilla` reads them) proven once before the
-    /// daemon serves, so that their kinds' keys are loaded and resident for the first real
-    /// proof. The daemon learns a kind's key from a proof of it: this is how it preloads one.
+    /// daemon serves: a check that the daemon proves and verifies on this machine before it
+    /// takes calls, which also leaves the jobs' keys hot.
     #[arg(long, value_delimiter = ',')]
     pub preload_job: Vec<PathBuf>,
 }
@@ -132,9 +140,16 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     };
     let table = Arc::new(JobTable::new(instance.clone(), limits));
     let srs = Arc::new(SrsTable::default());
-    let shop = Arc::new(Workshop { table: table.clone(), prover: prover.clone(), params_dir, srs: srs.clone() });
+    let shop = Arc::new(Workshop {
+        table: table.clone(),
+        prover: prover.clone(),
+        params_dir: params_dir.clone(),
+        srs: srs.clone(),
+    });
     let workers = start_workers(shop, args.concurrent_jobs.unwrap_or(2 * prover.device_count().max(1)));
-    if let Err(err) = preload(&table, &args.preload_job) {
+    let preloaded =
+        preload_keys(&prover, &params_dir, &srs, &args.preload).and_then(|()| preload(&table, &args.preload_job));
+    if let Err(err) = preloaded {
         table.close();
         return Err(err);
     }
@@ -142,6 +157,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         table: table.clone(),
         prover: prover.clone(),
         srs,
+        params_dir,
         max_vanilla_bytes: args.max_vanilla_bytes,
         started: Instant::now(),
     });
@@ -196,6 +212,19 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     let report = prover.shutdown(Shutdown::Cancel);
     tracing::info!(?report, "the prover has stopped");
     served
+}
+
+/// Loads each named key and makes it resident on every device, before the listener exists;
+/// fails on the first that cannot be (a daemon told to keep a key hot that it cannot load
+/// should say so at its start, not at its first proof).
+fn preload_keys(prover: &Prover, params_dir: &Path, srs: &SrsTable, names: &[KeyName]) -> Result<()> {
+    for &name in names {
+        let started = Instant::now();
+        let loaded = srs.key_or_load(prover, params_dir, name).and_then(|key| prover.preload(&key, None));
+        loaded.map_err(|err| Error::Config(format!("--preload {name}: {err}")))?;
+        tracing::info!(key = %name, seconds = started.elapsed().as_secs_f64(), "preloaded");
+    }
+    Ok(())
 }
 
 /// Proves each job file once, before the listener exists; fails on the first that does not

@@ -15,7 +15,7 @@ use super::metrics;
 use super::pb;
 use super::pb::proving_service_server::ProvingService;
 use super::worker::{Lookup, SrsTable};
-use crate::filecoin::{check_sector_size, sector_size_name, ProofKind, VanillaRequest};
+use crate::filecoin::{check_sector_size, sector_size_name, KeyName, ProofKind, VanillaRequest};
 use crate::params::cache::KeyTier;
 use crate::prover::{Priority, Prover};
 
@@ -27,6 +27,8 @@ pub struct ProvingDaemon {
     pub table: Arc<JobTable>,
     pub prover: Arc<Prover>,
     pub srs: Arc<SrsTable>,
+    /// The parameter directory, where `PreloadSRS` loads a key by name.
+    pub params_dir: std::path::PathBuf,
     /// Largest vanilla blob a submit may carry.
     pub max_vanilla_bytes: usize,
     pub started: Instant,
@@ -223,7 +225,9 @@ impl ProvingDaemon {
     }
 
     fn status(&self) -> pb::StatusResponse {
-        let running = self.table.running();
+        // Each running job with the devices its partitions are on now.
+        let running: Vec<(String, Vec<usize>)> =
+            self.table.running().into_iter().map(|job| (job.id.clone(), job.devices_in_use())).collect();
         let infos: Vec<_> = self.prover.devices().iter().map(|d| d.info()).collect();
         let free = self.prover.device_free_bytes();
         let gpus = self
@@ -240,7 +244,11 @@ impl ProvingDaemon {
                     free_bytes: index.and_then(|i| free.get(i).copied().flatten()).unwrap_or(0),
                     health: format!("{:?}", d.health),
                     partitions_in_flight: d.in_flight as u32,
-                    current_jobs: if infos.len() == 1 { running.clone() } else { Vec::new() },
+                    current_jobs: running
+                        .iter()
+                        .filter(|(_, devices)| devices.contains(&d.ordinal))
+                        .map(|(id, _)| id.clone())
+                        .collect(),
                 }
             })
             .collect();
@@ -292,28 +300,31 @@ impl ProvingDaemon {
     fn srs(&self, request: &pb::SrsRequest, preload: bool) -> Result<pb::SrsResponse, Status> {
         let kind = kind_from_pb(request.kind)?;
         check_sector_size(request.sector_size).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let size = sector_size_name(request.sector_size);
-        let key = match self.srs.key(kind, request.sector_size) {
-            Lookup::Found(key) => key,
-            Lookup::Cold => {
-                return Err(Status::failed_precondition(format!(
-                    "the {kind} {size} key is cold (evicted from host memory); its next proof loads it again"
-                )))
-            }
-            Lookup::NeverProven => {
-                return Err(Status::failed_precondition(format!(
-                    "this daemon has not proven a {kind} {size} proof yet: it learns a kind's key (the shape of its \
-                     circuit) from the first proof of it"
-                )))
-            }
-        };
-        if preload {
+        let name = KeyName { kind, sector_size: request.sector_size };
+        let key = if preload {
+            // A key never proven with, or evicted from host memory, is loaded by name.
+            // A missing or damaged parameter file is the node's to fix; a broken invariant is ours.
+            let key = self.srs.key_or_load(&self.prover, &self.params_dir, name).map_err(|e| match e {
+                crate::Error::Internal(_) | crate::Error::Panicked { .. } => {
+                    Status::internal(format!("loading the {name} key: {e}"))
+                }
+                _ => Status::failed_precondition(format!("loading the {name} key: {e}")),
+            })?;
             self.prover
                 .preload(&key, None)
-                .map_err(|e| Status::resource_exhausted(format!("preloading the {kind} {size} key: {e}")))?;
+                .map_err(|e| Status::resource_exhausted(format!("preloading the {name} key: {e}")))?;
+            key
         } else {
+            let key = match self.srs.key(kind, request.sector_size) {
+                Lookup::Found(key) => key,
+                // Nothing of it is on a device or in host memory: already evicted.
+                Lookup::Cold | Lookup::NeverProven => {
+                    return Ok(pb::SrsResponse { tier: "cold".into(), devices: Vec::new() })
+                }
+            };
             self.prover.evict(&key, None);
-        }
+            key
+        };
         let devices: Vec<u32> = self
             .prover
             .devices()

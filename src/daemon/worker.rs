@@ -4,18 +4,18 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
 use super::jobs::{Job, JobTable, Outcome};
-use crate::filecoin::{FilecoinProver, ProofKind, VanillaRequest};
+use crate::filecoin::{FilecoinProver, KeyName, ProofKind, VanillaRequest};
 use crate::params::ProvingKey;
 use crate::prover::{ProofHandle, Prover};
 
-/// The proving key each kind and sector size was last proven with, as the prover's key cache
-/// holds it: what `PreloadSRS` and `EvictSRS` act on. Held weakly, so that the cache's own
+/// The proving key each kind and sector size was last proven with or loaded as, as the
+/// prover's key cache holds it: what `PreloadSRS` and `EvictSRS` act on. Held weakly, so that the cache's own
 /// eviction (its host-memory bound) is not defeated by this table.
 #[derive(Default)]
 pub struct SrsTable {
@@ -25,6 +25,19 @@ pub struct SrsTable {
 impl SrsTable {
     fn remember(&self, kind: ProofKind, sector_size: u64, key: &Arc<ProvingKey>) {
         self.keys.lock().insert((kind, sector_size), Arc::downgrade(key));
+    }
+
+    /// The key `name` names: the one remembered while it is in host memory, else loaded from
+    /// the parameter directory without a proof ([`FilecoinProver::load_key`]) and remembered.
+    /// Blocks for as long as the load takes (the parameter file's read; for a large sector,
+    /// a minute or more of recording the blank circuit).
+    pub fn key_or_load(&self, prover: &Prover, params_dir: &Path, name: KeyName) -> crate::Result<Arc<ProvingKey>> {
+        if let Lookup::Found(key) = self.key(name.kind, name.sector_size) {
+            return Ok(key);
+        }
+        let key = FilecoinProver::with_params_dir(prover, params_dir)?.load_key(name.kind, name.sector_size)?;
+        self.remember(name.kind, name.sector_size, &key);
+        Ok(key)
     }
 
     /// The key of `kind` and `sector_size`, if one was proven with and is still in host memory.
@@ -41,7 +54,7 @@ pub enum Lookup {
     Found(Arc<ProvingKey>),
     /// Proven with once, since evicted from host memory: the next proof loads it again.
     Cold,
-    /// The daemon learns a kind's key (its circuit's shape) from its first proof.
+    /// Neither proven nor loaded by this daemon yet.
     NeverProven,
 }
 

@@ -20,7 +20,7 @@ use filecoin_proofs::{
     SealCommitOutput, SealCommitPhase1Output, SectorUpdateConfig, SnarkProof, TreeRHasher,
 };
 use rayon::prelude::*;
-use storage_proofs_core::api_version::ApiFeature;
+use storage_proofs_core::api_version::{ApiFeature, ApiVersion};
 use storage_proofs_core::compound_proof::{self, CircuitComponent, CompoundProof};
 use storage_proofs_core::parameter_cache::{CacheableParameters, ParameterSetMetadata};
 use storage_proofs_core::proof::ProofScheme;
@@ -49,8 +49,9 @@ pub struct ProofTimings {
     /// first partition's comes before the proving (its shape picks the key); the others
     /// overlap it, inside `gpu`.
     pub synthesis: f64,
-    /// Of `synthesis`, the first partition's, which comes before anything is submitted (its
-    /// shape picks the key); zero on bellperson's path.
+    /// Of `synthesis`, the first partition's, when it comes before anything is submitted (its
+    /// shape picks the key): zero when the key was cached already (an earlier proof of the
+    /// kind, or a preload), and on bellperson's path.
     pub first_synthesis: f64,
     /// Waiting for the pipeline before the first partition was placed on a device.
     pub queue: f64,
@@ -237,7 +238,10 @@ impl<'p> FilecoinProver<'p> {
                 let typ = if job.kind() == ProofKind::WindowPost { PoStType::Window } else { PoStType::Winning };
                 let config = post_config(typ, p.sector_size, api_version)?;
                 let proofs: Vec<FallbackPoStSectorProof<Tree>> = decode_vanilla("PoSt sector proofs", &p.vanilla_proofs)?;
-                self.post::<Tree>(&config, &p.randomness, p.prover_id, proofs)
+                match p.partition_index {
+                    Some(index) => self.window_post_partition::<Tree>(&config, &p.randomness, p.prover_id, proofs, index),
+                    None => self.post::<Tree>(&config, &p.randomness, p.prover_id, proofs),
+                }
             }
         })
     }
@@ -280,22 +284,7 @@ impl<'p> FilecoinProver<'p> {
             k: None,
             seed: Some(seed),
         };
-        let setup = compound_proof::SetupParams {
-            vanilla_params: filecoin_proofs::parameters::setup_params(porep_config)
-                .map_err(|e| filecoin_error("PoRep setup", e))?,
-            partitions: Some(partitions),
-            priority: false,
-        };
-        let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::setup(&setup)
-            .map_err(|e| filecoin_error("PoRep public parameters", e))?;
-        let sector_size = u64::from(porep_config.sector_size);
-        let files = self.files(
-            "PoRep",
-            sector_size,
-            cache_id::<StackedCompound<Tree, DefaultPieceHasher>, stacked::StackedCircuit<Tree, DefaultPieceHasher>, _>(
-                &public_params.vanilla_params,
-            ),
-        )?;
+        let (public_params, files) = self.porep_setup::<Tree>(porep_config)?;
         let proven = self.prove_compound::<_, _, StackedCompound<Tree, DefaultPieceHasher>>(
             ProofKind::Porep,
             &files,
@@ -323,44 +312,21 @@ impl<'p> FilecoinProver<'p> {
             PoStType::Winning => ProofKind::WinningPost,
         };
         refuse(vanilla_proofs.is_empty(), "there are no sector proofs to prove")?;
-        let randomness_safe: <Tree::Hasher as Hasher>::Domain =
-            as_safe_commitment(randomness, "randomness").map_err(|e| filecoin_error("PoSt inputs", e))?;
-        let prover_id_safe: <Tree::Hasher as Hasher>::Domain =
-            as_safe_commitment(&prover_id, "prover_id").map_err(|e| filecoin_error("PoSt inputs", e))?;
-        let (vanilla_params, partitions) = match post_config.typ {
+        let public_inputs = post_public_inputs(randomness, prover_id, &vanilla_proofs, None)?;
+        let partitions = match post_config.typ {
+            // As filecoin-proofs: one partition per `sector_count` sectors, `None` for one.
             PoStType::Window => {
-                // As filecoin-proofs: one partition per `sector_count` sectors, `None` for one.
-                let needed = vanilla_proofs.len().div_ceil(post_config.sector_count.max(1));
-                (filecoin_proofs::parameters::window_post_setup_params(post_config), (needed > 1).then_some(needed))
+                Some(vanilla_proofs.len().div_ceil(post_config.sector_count.max(1))).filter(|&needed| needed > 1)
             }
             PoStType::Winning => {
                 refuse(
                     vanilla_proofs.len() != post_config.sector_count,
                     &format!("Winning PoSt proves {} sectors, not {}", post_config.sector_count, vanilla_proofs.len()),
                 )?;
-                let params = filecoin_proofs::parameters::winning_post_setup_params(post_config)
-                    .map_err(|e| filecoin_error("Winning PoSt setup", e))?;
-                (params, None)
+                None
             }
         };
-        let setup = compound_proof::SetupParams { vanilla_params, partitions, priority: post_config.priority };
-        let public_params = <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::setup(&setup)
-            .map_err(|e| filecoin_error("PoSt public parameters", e))?;
-        let sectors: Vec<_> =
-            vanilla_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
-        let public_inputs =
-            fallback::PublicInputs { randomness: randomness_safe, prover_id: prover_id_safe, sectors, k: None };
-        // The parameters are looked up before the vanilla proofs are checked: a missing file
-        // is the cheaper and the clearer error.
-        let sector_size = u64::from(post_config.sector_size);
-        let what = if kind == ProofKind::WindowPost { "Window PoSt" } else { "Winning PoSt" };
-        let files = self.files(
-            what,
-            sector_size,
-            cache_id::<FallbackPoStCompound<Tree>, fallback::FallbackPoStCircuit<Tree>, _>(
-                &public_params.vanilla_params,
-            ),
-        )?;
+        let (public_params, files) = self.post_setup::<Tree>(post_config, partitions)?;
         let partitioned = partition_vanilla_proofs(
             post_config,
             &public_params.vanilla_params,
@@ -387,6 +353,68 @@ impl<'p> FilecoinProver<'p> {
                 verify_window_post::<Tree>(post_config, randomness, &replicas, prover_id, bytes)
             }
             PoStType::Winning => verify_winning_post::<Tree>(post_config, randomness, &replicas, prover_id, bytes),
+        })
+    }
+
+    /// One partition of a Window PoSt, from the vanilla proofs of that partition's sectors:
+    /// `generate_single_window_post_with_vanilla`'s inputs and proof bytes. A node proves a
+    /// deadline's partitions one by one (each may go to another prover) and merges their
+    /// bytes in partition order (`merge_window_post_partition_proofs`).
+    ///
+    /// filecoin-proofs checks the vanilla proofs against the partition's challenges; the proof
+    /// is then checked against the public inputs its verifier derives for partition
+    /// `partition_index` of the deadline before it is returned.
+    pub fn window_post_partition<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        post_config: &PoStConfig,
+        randomness: &ChallengeSeed,
+        prover_id: ProverId,
+        vanilla_proofs: Vec<FallbackPoStSectorProof<Tree>>,
+        partition_index: usize,
+    ) -> Result<ProvenKind> {
+        let started = Instant::now();
+        refuse(post_config.typ != PoStType::Window, "only a Window PoSt is proven one partition at a time")?;
+        refuse(vanilla_proofs.is_empty(), "there are no sector proofs to prove")?;
+        let per_partition = post_config.sector_count.max(1);
+        refuse(
+            vanilla_proofs.len() > per_partition,
+            &format!(
+                "a Window PoSt partition of {} sectors holds at most {per_partition} sectors, not {}",
+                sector_size_name(u64::from(post_config.sector_size)),
+                vanilla_proofs.len()
+            ),
+        )?;
+        // The check below stands a placeholder for every sector of the partitions before this
+        // one: bounded, as no deadline comes near it.
+        refuse(
+            partition_index.saturating_mul(per_partition) > MAX_SECTORS_BEFORE_PARTITION,
+            &format!("partition index {partition_index} is beyond any Window PoSt deadline"),
+        )?;
+        let public_inputs = post_public_inputs(randomness, prover_id, &vanilla_proofs, Some(partition_index))?;
+        let (public_params, files) = self.post_setup::<Tree>(post_config, None)?;
+        let partition = filecoin_proofs::single_partition_vanilla_proofs(
+            post_config,
+            &public_params.vanilla_params,
+            &public_inputs,
+            &vanilla_proofs,
+        )
+        .map_err(|e| filecoin_error(&format!("the vanilla proofs of Window PoSt partition {partition_index}"), e))?;
+        let proven = self.prove_compound::<_, _, FallbackPoStCompound<Tree>>(
+            ProofKind::WindowPost,
+            &files,
+            &public_inputs,
+            vec![partition],
+            &public_params.vanilla_params,
+        )?;
+        let vk = files.read_vk()?;
+        self.verified(proven, started, |bytes| {
+            verify_window_post_partition::<Tree>(
+                &vk,
+                &public_params.vanilla_params,
+                &public_inputs,
+                partition_index,
+                bytes,
+            )
         })
     }
 
@@ -423,22 +451,7 @@ impl<'p> FilecoinProver<'p> {
             comm_r_new: domain(&comm_r_new, "comm_r_new")?,
             h: config.h,
         };
-        let setup = compound_proof::SetupParams {
-            vanilla_params: storage_proofs_update::SetupParams { sector_bytes: u64::from(config.sector_size) },
-            partitions: Some(partitions),
-            priority: false,
-        };
-        let public_params =
-            <EmptySectorUpdateCompound<Tree> as CompoundProof<_, EmptySectorUpdateCircuit<Tree>>>::setup(&setup)
-                .map_err(|e| filecoin_error("SnapDeals public parameters", e))?;
-        let sector_size = u64::from(config.sector_size);
-        let files = self.files(
-            "SnapDeals",
-            sector_size,
-            cache_id::<EmptySectorUpdateCompound<Tree>, EmptySectorUpdateCircuit<Tree>, _>(
-                &public_params.vanilla_params,
-            ),
-        )?;
+        let (public_params, files) = self.snap_setup::<Tree>(&config)?;
         let proven = self.prove_compound::<_, _, EmptySectorUpdateCompound<Tree>>(
             ProofKind::Snap,
             &files,
@@ -449,6 +462,119 @@ impl<'p> FilecoinProver<'p> {
         self.verified(proven, started, |bytes| {
             verify_empty_sector_update_proof::<Tree>(porep_config, bytes, comm_r_old, comm_r_new, comm_d_new)
         })
+    }
+
+    /// PoRep's public parameters for `porep_config` (its published partitions, or the
+    /// configuration's), and the parameter files they name.
+    fn porep_setup<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        porep_config: &PoRepConfig,
+    ) -> Result<(
+        compound_proof::PublicParams<'static, stacked::StackedDrg<'static, Tree, DefaultPieceHasher>>,
+        ParamFiles,
+    )> {
+        let setup = compound_proof::SetupParams {
+            vanilla_params: filecoin_proofs::parameters::setup_params(porep_config)
+                .map_err(|e| filecoin_error("PoRep setup", e))?,
+            partitions: Some(usize::from(porep_config.partitions)),
+            priority: false,
+        };
+        let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::setup(&setup)
+            .map_err(|e| filecoin_error("PoRep public parameters", e))?;
+        let id = cache_id::<
+            StackedCompound<Tree, DefaultPieceHasher>,
+            stacked::StackedCircuit<Tree, DefaultPieceHasher>,
+            _,
+        >(&public_params.vanilla_params);
+        let files = self.files("PoRep", u64::from(porep_config.sector_size), id)?;
+        Ok((public_params, files))
+    }
+
+    /// Window or Winning PoSt's public parameters for `post_config` and `partitions` (None:
+    /// one), and the parameter files they name. The files are looked up before any vanilla
+    /// proof is checked: a missing file is the cheaper and the clearer error.
+    fn post_setup<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        post_config: &PoStConfig,
+        partitions: Option<usize>,
+    ) -> Result<(compound_proof::PublicParams<'static, fallback::FallbackPoSt<'static, Tree>>, ParamFiles)> {
+        let (what, vanilla_params) = match post_config.typ {
+            PoStType::Window => ("Window PoSt", filecoin_proofs::parameters::window_post_setup_params(post_config)),
+            PoStType::Winning => (
+                "Winning PoSt",
+                filecoin_proofs::parameters::winning_post_setup_params(post_config)
+                    .map_err(|e| filecoin_error("Winning PoSt setup", e))?,
+            ),
+        };
+        let setup = compound_proof::SetupParams { vanilla_params, partitions, priority: post_config.priority };
+        let public_params = <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::setup(&setup)
+            .map_err(|e| filecoin_error("PoSt public parameters", e))?;
+        let id = cache_id::<FallbackPoStCompound<Tree>, fallback::FallbackPoStCircuit<Tree>, _>(
+            &public_params.vanilla_params,
+        );
+        let files = self.files(what, u64::from(post_config.sector_size), id)?;
+        Ok((public_params, files))
+    }
+
+    /// SnapDeals' public parameters for an update of `config`, and the parameter files they
+    /// name.
+    fn snap_setup<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+        &self,
+        config: &SectorUpdateConfig,
+    ) -> Result<(compound_proof::PublicParams<'static, storage_proofs_update::EmptySectorUpdate<Tree>>, ParamFiles)>
+    {
+        let setup = compound_proof::SetupParams {
+            vanilla_params: storage_proofs_update::SetupParams { sector_bytes: u64::from(config.sector_size) },
+            partitions: Some(usize::from(config.update_partitions)),
+            priority: false,
+        };
+        let public_params =
+            <EmptySectorUpdateCompound<Tree> as CompoundProof<_, EmptySectorUpdateCircuit<Tree>>>::setup(&setup)
+                .map_err(|e| filecoin_error("SnapDeals public parameters", e))?;
+        let id = cache_id::<EmptySectorUpdateCompound<Tree>, EmptySectorUpdateCircuit<Tree>, _>(
+            &public_params.vanilla_params,
+        );
+        let files = self.files("SnapDeals", u64::from(config.sector_size), id)?;
+        Ok((public_params, files))
+    }
+
+    /// Loads the proving key of `kind` at `sector_size` from the parameter directory into the
+    /// prover's key cache, with its constraint matrices, without a proof: the shape the key is
+    /// cut for, and the matrices, are recorded from the compound proof's blank circuit (the
+    /// circuit filecoin-proofs generated the parameters from; no witness, so no value is
+    /// computed). A later proof of the kind finds the key cached and its partitions, the first
+    /// included, synthesized witness-only. What `snarkpipe serve --preload` does per name.
+    ///
+    /// PoRep and SnapDeals take the published partition count of the size; PoSt keys do not
+    /// depend on the partition count.
+    pub fn load_key(&self, kind: ProofKind, sector_size: u64) -> Result<Arc<ProvingKey>> {
+        let api_version = ApiVersion::V1_2_0;
+        with_sector_shape!(sector_size, Tree => match kind {
+            ProofKind::Porep => {
+                let config = porep_config(sector_size, [0; 32], api_version, None)?;
+                let (public_params, files) = self.porep_setup::<Tree>(&config)?;
+                self.blank_key(&files, StackedCompound::<Tree, DefaultPieceHasher>::blank_circuit(&public_params.vanilla_params))
+            }
+            ProofKind::Snap => {
+                let config = SectorUpdateConfig::from_porep_config(&porep_config(sector_size, [0; 32], api_version, None)?);
+                let (public_params, files) = self.snap_setup::<Tree>(&config)?;
+                self.blank_key(&files, EmptySectorUpdateCompound::<Tree>::blank_circuit(&public_params.vanilla_params))
+            }
+            ProofKind::WindowPost | ProofKind::WinningPost => {
+                let typ = if kind == ProofKind::WindowPost { PoStType::Window } else { PoStType::Winning };
+                let config = post_config(typ, sector_size, api_version)?;
+                let (public_params, files) = self.post_setup::<Tree>(&config, None)?;
+                self.blank_key(&files, FallbackPoStCompound::<Tree>::blank_circuit(&public_params.vanilla_params))
+            }
+        })
+    }
+
+    /// The key of `files` for the shape of `blank`, with the matrices recorded from it.
+    fn blank_key<C: Circuit<Scalar>>(&self, files: &ParamFiles, blank: C) -> Result<Arc<ProvingKey>> {
+        let matrices = ConstraintMatrices::record(blank)?;
+        let key = self.key(files, &matrices.shape())?;
+        key.recording.adopt(Arc::new(matrices));
+        Ok(key)
     }
 
     fn files(&self, what: &str, sector_size: u64, cache_id: String) -> Result<ParamFiles> {
@@ -509,13 +635,22 @@ impl<'p> FilecoinProver<'p> {
             false => None,
         };
         let (r, s) = self.blinding(partitions);
-        // The first partition is synthesized first: its shape picks the key. The others are
-        // synthesized by this call's threads while the partitions ahead of them prove.
+        // A key cached for the file (an earlier proof of the kind, or a preload) is the
+        // circuit's: every partition, the first included, is synthesized by this call's threads
+        // while the partitions ahead of it prove, witness-only once the matrices are known.
+        // Otherwise the first partition is synthesized first and its shape picks the key.
         let constraints = std::cell::Cell::new(0);
-        let find = KeyFor::Shape(Box::new(|shape: &WitnessShape| {
-            constraints.set(shape.num_constraints);
-            self.key(files, shape)
-        }));
+        let find = match self.prover.cached_key_for_path(&files.params)? {
+            Some((key, shape)) => {
+                files.check(&key.vk)?;
+                constraints.set(shape.num_constraints);
+                KeyFor::Known(key)
+            }
+            None => KeyFor::Shape(Box::new(|shape: &WitnessShape| {
+                constraints.set(shape.num_constraints);
+                self.key(files, shape)
+            })),
+        };
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let started = Instant::now();
         let batch = self.prover.prove_circuits_observed(
@@ -614,6 +749,45 @@ impl<'p> FilecoinProver<'p> {
             Err(Error::ProofRejected { kind: proven.kind.name() })
         }
     }
+}
+
+/// The most sectors of the partitions before the one [`FilecoinProver::window_post_partition`]
+/// proves (placeholders of 40 bytes each in its check): 2^22, far beyond a deadline's.
+const MAX_SECTORS_BEFORE_PARTITION: usize = 1 << 22;
+
+/// A PoSt's public inputs over the sectors of `vanilla_proofs`, for partition `k` (None: all).
+fn post_public_inputs<Tree: 'static + MerkleTreeTrait>(
+    randomness: &ChallengeSeed,
+    prover_id: ProverId,
+    vanilla_proofs: &[FallbackPoStSectorProof<Tree>],
+    k: Option<usize>,
+) -> Result<fallback::PublicInputs<<Tree::Hasher as Hasher>::Domain>> {
+    let randomness = as_safe_commitment(randomness, "randomness").map_err(|e| filecoin_error("PoSt inputs", e))?;
+    let prover_id = as_safe_commitment(&prover_id, "prover_id").map_err(|e| filecoin_error("PoSt inputs", e))?;
+    let sectors = vanilla_proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect();
+    Ok(fallback::PublicInputs { randomness, prover_id, sectors, k })
+}
+
+/// Whether `bytes` is partition `index`'s proof of a Window PoSt whose partition holds the
+/// sectors of `partition_inputs`, judged against the public inputs filecoin-proofs' verifier
+/// derives for that partition (`generate_public_inputs` over a deadline's sectors, as
+/// `verify_window_post` calls it). That routine reads only partition `index`'s chunk of the
+/// deadline's sectors, so the sectors of the partitions before it are placeholders here.
+fn verify_window_post_partition<Tree: 'static + MerkleTreeTrait>(
+    vk: &bellperson::groth16::VerifyingKey<Bls12>,
+    params: &fallback::PublicParams,
+    partition_inputs: &fallback::PublicInputs<<Tree::Hasher as Hasher>::Domain>,
+    index: usize,
+    bytes: &[u8],
+) -> anyhow::Result<bool> {
+    let proof = Proof::<Bls12>::read(bytes)?;
+    let placeholder = PublicSector { id: SectorId::from(0), comm_r: Default::default() };
+    let mut sectors = vec![placeholder; index * params.sector_count];
+    sectors.extend(partition_inputs.sectors.iter().cloned());
+    let deadline = fallback::PublicInputs { sectors, k: None, ..partition_inputs.clone() };
+    let inputs = FallbackPoStCompound::<Tree>::generate_public_inputs(&deadline, params, Some(index))?;
+    let prepared = bellperson::groth16::prepare_verifying_key(vk);
+    Ok(bellperson::groth16::verify_proof(&prepared, &proof, &inputs)?)
 }
 
 /// Synthesizes the circuit `circuit()` builds four ways (see [`SynthesisFigures`]), each on a
@@ -735,6 +909,26 @@ pub fn generate_window_post_with_vanilla<Tree: 'static + MerkleTreeTrait>(
     }
     let prover = crate::compat::default_prover()?;
     Ok(FilecoinProver::new(prover).post(post_config, randomness, prover_id, vanilla_proofs)?.bytes)
+}
+
+/// `filecoin_proofs::generate_single_window_post_with_vanilla` on snarkpipe's shared prover:
+/// one partition's proof, as `merge_window_post_partition_proofs` takes it.
+pub fn generate_single_window_post_with_vanilla<Tree: 'static + MerkleTreeTrait>(
+    post_config: &PoStConfig,
+    randomness: &ChallengeSeed,
+    prover_id: ProverId,
+    vanilla_proofs: Vec<FallbackPoStSectorProof<Tree>>,
+    partition_index: usize,
+) -> Result<filecoin_proofs::PartitionSnarkProof> {
+    let prover = crate::compat::default_prover()?;
+    let proven = FilecoinProver::new(prover).window_post_partition(
+        post_config,
+        randomness,
+        prover_id,
+        vanilla_proofs,
+        partition_index,
+    )?;
+    Ok(filecoin_proofs::PartitionSnarkProof(proven.bytes))
 }
 
 /// `filecoin_proofs::generate_winning_post_with_vanilla` on snarkpipe's shared prover.

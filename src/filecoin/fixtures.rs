@@ -388,6 +388,7 @@ pub fn write_fixture_jobs(
                     randomness: post.randomness,
                     prover_id: sector.prover_id,
                     vanilla_proofs: encode_vanilla(&post.vanilla_proofs)?,
+                    partition_index: None,
                 };
                 let job = if kind == ProofKind::WindowPost {
                     VanillaRequest::WindowPost(job)

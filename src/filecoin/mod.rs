@@ -28,8 +28,9 @@ use crate::prover::Priority;
 use crate::{Error, Result};
 
 pub use engine::{
-    generate_empty_sector_update_proof_with_vanilla, generate_window_post_with_vanilla,
-    generate_winning_post_with_vanilla, seal_commit_phase2, FilecoinProver, ProofTimings, ProvenKind, SynthesisFigures,
+    generate_empty_sector_update_proof_with_vanilla, generate_single_window_post_with_vanilla,
+    generate_window_post_with_vanilla, generate_winning_post_with_vanilla, seal_commit_phase2, FilecoinProver,
+    ProofTimings, ProvenKind, SynthesisFigures,
 };
 pub use vanilla::VanillaRequest;
 
@@ -97,6 +98,48 @@ pub fn sector_size_name(bytes: u64) -> String {
         unit += 1;
     }
     format!("{value} {}", UNITS[unit])
+}
+
+/// A proving key named by its kind and sector size, as `snarkpipe serve --preload` takes it:
+/// `porep-32g`, `snap-64g`, `window-post-2k`, `winning-post-32gib`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyName {
+    pub kind: ProofKind,
+    pub sector_size: u64,
+}
+
+impl std::str::FromStr for KeyName {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<KeyName> {
+        let usage = || {
+            Error::Config(format!(
+                "{text:?} is not a key name: write KIND-SIZE, KIND one of {} and SIZE one of 2k, 8m, 512m, 32g, 64g \
+                 (porep-32g, winning-post-2k)",
+                ProofKind::ALL.map(ProofKind::name).join(", ")
+            ))
+        };
+        let lower = text.trim().to_ascii_lowercase();
+        let (kind, size) = lower.rsplit_once('-').ok_or_else(usage)?;
+        let kind = ProofKind::ALL.into_iter().find(|k| k.name() == kind).ok_or_else(usage)?;
+        let size = size.strip_suffix("ib").unwrap_or(size);
+        let (digits, unit) = size.split_at(size.find(|c: char| !c.is_ascii_digit()).unwrap_or(size.len()));
+        let shift = match unit {
+            "k" => 10,
+            "m" => 20,
+            "g" => 30,
+            _ => return Err(usage()),
+        };
+        let sector_size = digits.parse::<u64>().map_err(|_| usage())?.checked_mul(1 << shift).ok_or_else(usage)?;
+        check_sector_size(sector_size)?;
+        Ok(KeyName { kind, sector_size })
+    }
+}
+
+impl fmt::Display for KeyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, sector_size_name(self.sector_size))
+    }
 }
 
 /// Fails unless filecoin-proofs publishes parameters for `bytes`.
@@ -206,4 +249,33 @@ pub fn post_config(typ: PoStType, sector_size: u64, api_version: ApiVersion) -> 
 /// Turns filecoin-proofs' `anyhow` errors into snarkpipe's, keeping the whole chain.
 pub(crate) fn filecoin_error(context: &str, err: anyhow::Error) -> Error {
     Error::Filecoin(format!("{context}: {err:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_names_parse_every_kind_and_size() {
+        let sizes = [("2k", 2 << 10), ("8m", 8 << 20), ("512m", 512 << 20), ("32g", 32 << 30), ("64g", 64 << 30)];
+        for kind in ProofKind::ALL {
+            for (size, bytes) in sizes {
+                for text in [format!("{kind}-{size}"), format!("{}-{}IB", kind.name().to_uppercase(), size)] {
+                    let name: KeyName = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+                    assert_eq!(name, KeyName { kind, sector_size: bytes }, "{text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_key_names_say_what_is_accepted() {
+        for text in ["porep", "porep-", "-32g", "proof-32g", "porep-32t", "porep-32", "porep-g", "porep-99999999999g"] {
+            let err = text.parse::<KeyName>().unwrap_err().to_string();
+            assert!(err.contains("KIND-SIZE") && err.contains("winning-post"), "{text}: {err}");
+        }
+        // A size filecoin-proofs publishes no parameters for names the sizes it does.
+        let err = "porep-4k".parse::<KeyName>().unwrap_err().to_string();
+        assert!(err.contains("32 GiB") && err.contains("4 KiB"), "{err}");
+    }
 }

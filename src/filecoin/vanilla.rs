@@ -78,6 +78,11 @@ pub struct PostVanilla {
     pub prover_id: [u8; 32],
     /// filecoin-proofs' `Vec<FallbackPoStSectorProof>`.
     pub vanilla_proofs: Box<RawValue>,
+    /// Window PoSt only: prove just this partition of the deadline, from the vanilla proofs
+    /// of its sectors (`generate_single_window_post_with_vanilla`); the proof is that
+    /// partition's, for the node to merge with the others'. Unset: the whole deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_index: Option<usize>,
 }
 
 impl VanillaRequest {
@@ -104,6 +109,9 @@ impl VanillaRequest {
         };
         check_sector_size(request.sector_size()).map_err(|e| e.to_string())?;
         request.api_version().map_err(|e| e.to_string())?;
+        if let VanillaRequest::WinningPost(PostVanilla { partition_index: Some(_), .. }) = &request {
+            return Err("a Winning PoSt has one partition: partition_index is for Window PoSt jobs".into());
+        }
         Ok(request)
     }
 
@@ -205,6 +213,11 @@ mod tests {
         assert_eq!(job.api_version().unwrap(), ApiVersion::V1_2_0);
         let job = VanillaRequest::parse(&post_job("winning-post", 2048, "1.1.0")).unwrap();
         assert_eq!(job.kind(), ProofKind::WinningPost);
+        let partition = post_job("window-post", 2048, "1.2.0").replace("}", r#","partition_index":3}"#);
+        match VanillaRequest::parse(&partition).unwrap() {
+            VanillaRequest::WindowPost(p) => assert_eq!(p.partition_index, Some(3)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -217,6 +230,7 @@ mod tests {
             (post_job("window-post", 2048, "9.9.9"), "API version \"9.9.9\""),
             (post_job("lottery", 2048, "1.2.0"), "does not describe a proof job"),
             (good.replace("\"randomness\"", "\"seed\""), "does not describe a proof job"),
+            (post_job("winning-post", 2048, "1.2.0").replace("}", r#","partition_index":0}"#), "is for Window PoSt"),
         ];
         for (text, expected) in cases {
             let err = VanillaRequest::parse(&text).expect_err(&text);

@@ -228,6 +228,21 @@ impl KeyCache {
         self.get(&identity)
     }
 
+    /// The one key cached for the file `stamp` describes, with the shape it was cut for,
+    /// counted as [`get`] counts; None when there is none, or more than one (the file's
+    /// circuit is then not known from the file alone).
+    ///
+    /// [`get`]: KeyCache::get
+    pub fn get_file_only(&mut self, stamp: &FileStamp) -> Option<(Arc<ProvingKey>, WitnessShape)> {
+        let mut of_file = self.entries.iter().filter(|e| e.identity.file.as_ref() == Some(stamp));
+        let identity = of_file.next()?.identity.clone();
+        if of_file.next().is_some() {
+            return None;
+        }
+        let key = self.get(&identity)?;
+        Some((key, identity.shape))
+    }
+
     /// Caches `key`, built for `identity` after a miss, with the leases that page-lock its
     /// host vectors; then evicts least recently used entries until the host bytes are within
     /// the limit again (never the one just inserted).

@@ -851,6 +851,19 @@ impl Prover {
         self.key_for_file(&ParamsFile::open(path, check)?, shape)
     }
 
+    /// The key the cache holds for the `.params` file at `path` as it stands now (same path,
+    /// length and modification time), with the shape it was cut for, when it holds exactly
+    /// one: a caller proving that file's circuit again need not synthesize a partition first
+    /// to find its key (`KeyFor::Shape`). A key cached for another shape of the same file
+    /// makes the answer None rather than a guess.
+    pub fn cached_key_for_path(
+        &self,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<Option<(Arc<ProvingKey>, WitnessShape)>> {
+        let stamp = file_stamp(path.as_ref())?;
+        Ok(self.key_cache.lock().get_file_only(&stamp))
+    }
+
     /// The key cached for `identity`, or the one `build` makes, cached and page-locked. Keys
     /// the cache evicts to stay within its host bytes are evicted from the devices too.
     fn cached_key(
