@@ -3,7 +3,9 @@
 //! the backend looks up. It needs the NVRTC library, not a GPU (CI installs it with the
 //! compiler); without the library each test says why it skipped and passes.
 
-use snarkpipe::backend::cuda::{nvrtc_compile_embedded, nvrtc_compile_source};
+use snarkpipe::backend::cuda::{
+    nvrtc_compile_cached, nvrtc_compile_embedded, nvrtc_compile_source, CacheOutcome, KernelCache,
+};
 use snarkpipe::Error;
 
 mod common;
@@ -50,6 +52,28 @@ fn a_source_that_does_not_compile_is_a_device_error_with_nvrtc_s_log() {
         }
         other => panic!("expected a device error, got {other:?}"),
     }
+}
+
+/// What NVRTC compiled is kept for the next process: the second compile of a module through
+/// the same cache directory is read, not compiled, and is the same PTX; another source is
+/// compiled. The cache's own checks (damaged and foreign files) are unit tests of the module.
+#[test]
+fn nvrtc_output_is_read_back_from_the_kernel_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = "extern \"C\" __global__ void k(int* x) { *x = 7; }";
+    let first = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", source, (9, 0));
+    if !available(&first) {
+        return;
+    }
+    let (ptx, outcome) = first.unwrap();
+    assert_eq!(outcome, CacheOutcome::Compiled);
+    assert!(ptx.contains(".entry k("), "{ptx}");
+    let again = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", source, (9, 0)).unwrap();
+    assert_eq!(again, (ptx.clone(), CacheOutcome::Hit));
+    let other = source.replace('7', "8");
+    let (other_ptx, outcome) = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", &other, (9, 0)).unwrap();
+    assert_eq!(outcome, CacheOutcome::Compiled);
+    assert_ne!(other_ptx, ptx);
 }
 
 /// On a GPU: the kernels loaded from the build's PTX (as on a GPU newer than sm_90) and from

@@ -17,6 +17,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
+use super::kernel_cache::{CacheOutcome, KernelCache};
 use super::raw;
 use crate::error::{Error, Result};
 
@@ -179,11 +180,11 @@ impl GpuContext {
                 (Some(KernelSource::Ptx), _, _, Some(ptx)) => (Ptx::from_src(ptx), KernelSource::Ptx),
                 (Some(KernelSource::Ptx), _, _, None) => return Err(not_embedded("PTX")),
                 (Some(KernelSource::Nvrtc), ..) => {
-                    (nvrtc_compile(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc)
+                    (nvrtc_ptx(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc)
                 }
                 (None, (9, 0), Some(cubin), _) => (Ptx::from_binary(cubin.to_vec()), KernelSource::Cubin),
                 (None, _, _, Some(ptx)) if cc.0 >= 9 => (Ptx::from_src(ptx), KernelSource::Ptx),
-                (None, ..) => (nvrtc_compile(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc),
+                (None, ..) => (nvrtc_ptx(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc),
             };
             if source != KernelSource::Cubin {
                 loaded_from = source;
@@ -307,6 +308,31 @@ pub fn nvrtc_compile_source(name: &str, source: &str, cc: (i32, i32)) -> Result<
         return Err(Error::BackendUnavailable("the NVRTC library (libnvrtc) was not found".into()));
     }
     nvrtc_compile(0, name, source, cc).map(|ptx| ptx.to_src())
+}
+
+/// Compiles one source with NVRTC through `cache`, as a GPU context does through the cache the
+/// environment names ([`KernelCache::from_env`]): the PTX, and whether it was read or compiled.
+pub fn nvrtc_compile_cached(
+    cache: &KernelCache,
+    name: &str,
+    source: &str,
+    cc: (i32, i32),
+) -> Result<(String, CacheOutcome)> {
+    let version = raw::nvrtc_version()
+        .ok_or_else(|| Error::BackendUnavailable("the NVRTC library (libnvrtc) was not found".into()))?;
+    cache.ptx(name, source, cc, version, || nvrtc_compile(0, name, source, cc).map(|ptx| ptx.to_src()))
+}
+
+/// A kernel module's PTX for a GPU the build has no code for: from the kernel cache when the
+/// environment names one and it holds this module's, else compiled by NVRTC (and cached).
+fn nvrtc_ptx(ordinal: usize, name: &str, source: &str, cc: (i32, i32)) -> Result<Ptx> {
+    let (Some(cache), Some(version)) = (KernelCache::from_env(), raw::nvrtc_version()) else {
+        return nvrtc_compile(ordinal, name, source, cc);
+    };
+    let compile = || nvrtc_compile(ordinal, name, source, cc).map(|ptx| ptx.to_src());
+    let (ptx, outcome) = cache.ptx(name, source, cc, version, compile)?;
+    tracing::debug!(module = name, cache = %cache.dir().display(), ?outcome, "kernel PTX");
+    Ok(Ptx::from_src(ptx))
 }
 
 fn nvrtc_compile(ordinal: usize, name: &str, source: &str, cc: (i32, i32)) -> Result<Ptx> {

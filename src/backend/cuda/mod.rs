@@ -9,6 +9,7 @@
 
 mod context;
 mod device;
+mod kernel_cache;
 mod msm;
 mod ntt;
 mod probe;
@@ -20,10 +21,11 @@ mod sparse;
 use std::sync::Arc;
 
 pub use context::{
-    nvrtc_compile_embedded, nvrtc_compile_source, DeviceElement, G1Jacobian, G2Jacobian, GpuBuffer, GpuClock,
-    GpuContext, GpuStream, HostRegistration, KernelSource, PinnedRange, TimedEvent,
+    nvrtc_compile_cached, nvrtc_compile_embedded, nvrtc_compile_source, DeviceElement, G1Jacobian, G2Jacobian,
+    GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, KernelSource, PinnedRange, TimedEvent,
 };
 pub use device::workspace_bytes;
+pub use kernel_cache::{CacheOutcome, KernelCache};
 pub use msm::{msm_scratch_bytes, window_bits_for, MsmCurve, MsmOptions, G1, G2, MSM_PASS_POINTS};
 pub use ntt::domain_root;
 pub use probe::ProbeField;

@@ -18,6 +18,17 @@ pub fn nvrtc_present() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
+/// The NVRTC library's version (major, minor), when it can be loaded.
+pub fn nvrtc_version() -> Option<(i32, i32)> {
+    if !nvrtc_present() {
+        return None;
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: the library is loaded (checked above); the call only writes the two integers.
+    let code = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    (code == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS).then_some((major, minor))
+}
+
 /// Page-locks `len` bytes at `ptr` for the current context (portable across contexts).
 ///
 /// # Safety
