@@ -4,7 +4,7 @@
 //! compiler); without the library each test says why it skipped and passes.
 
 use snarkpipe::backend::cuda::{
-    nvrtc_compile_cached, nvrtc_compile_embedded, nvrtc_compile_source, CacheOutcome, KernelCache,
+    nvrtc_compile_cached, nvrtc_compile_embedded, nvrtc_compile_source, CacheOutcome, KernelCache, KernelSource,
 };
 use snarkpipe::Error;
 
@@ -74,6 +74,19 @@ fn nvrtc_output_is_read_back_from_the_kernel_cache() {
     let (other_ptx, outcome) = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", &other, (9, 0)).unwrap();
     assert_eq!(outcome, CacheOutcome::Compiled);
     assert_ne!(other_ptx, ptx);
+}
+
+/// `SNARKPIPE_KERNELS` names where a GPU's kernels come from; anything else is refused with
+/// the accepted values, before any GPU is opened.
+#[test]
+fn the_forced_kernel_source_is_one_of_three() {
+    assert_eq!(KernelSource::forced(None).unwrap(), None);
+    assert_eq!(KernelSource::forced(Some("")).unwrap(), None);
+    assert_eq!(KernelSource::forced(Some("nvrtc")).unwrap(), Some(KernelSource::Nvrtc));
+    assert_eq!(KernelSource::forced(Some("ptx")).unwrap(), Some(KernelSource::Ptx));
+    assert_eq!(KernelSource::forced(Some("cubin")).unwrap(), Some(KernelSource::Cubin));
+    let err = KernelSource::forced(Some("NVRTC ")).unwrap_err();
+    assert!(matches!(err, Error::Config(_)) && err.to_string().contains("cubin, ptx or nvrtc"), "{err}");
 }
 
 /// On a GPU: the kernels loaded from the build's PTX (as on a GPU newer than sm_90) and from

@@ -79,6 +79,7 @@ impl Device for CpuDevice {
             name: format!("cpu-model-{}", self.ordinal),
             capacity_bytes: self.capacity_bytes,
             device_clock: false,
+            startup: None,
         }
     }
 

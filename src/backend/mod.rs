@@ -123,6 +123,19 @@ pub struct DeviceInfo {
     pub capacity_bytes: u64,
     /// Whether stage times come from the device's own clock (CUDA events).
     pub device_clock: bool,
+    /// What opening the device cost, for a GPU: the first proof of a process waits for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup: Option<DeviceStartup>,
+}
+
+/// What opening a GPU cost, in seconds: creating its context, and loading the kernels from
+/// where they came (`cubin`, `ptx`, `nvrtc`, or `nvrtc-cache` when every NVRTC module was read
+/// from the kernel cache).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceStartup {
+    pub context_seconds: f64,
+    pub kernels_seconds: f64,
+    pub kernels_from: String,
 }
 
 /// A host address range to page-lock. Identity is the exact (address, length) pair.

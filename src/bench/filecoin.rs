@@ -97,7 +97,9 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
     let job = VanillaRequest::read(job_path)?;
     job.expect_kind(kind, job_path)?;
     let devices = args.devices.parse::<DeviceSelection>()?;
+    let starting = Instant::now();
     let prover = Prover::new(prover_config(args, devices))?;
+    let seconds_prover_start = starting.elapsed().as_secs_f64();
     let device_free_bytes_before = prover.device_free_bytes();
     let since = prover.timeline().seconds_since_origin(Instant::now());
     // Each repetition's pipeline request, to judge its failures partition by partition.
@@ -218,6 +220,8 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         // bellperson's failures fail the run too: its figure is the baseline.
         failed: figures.failed + figures.bellperson_failed,
         proofs_checked: true,
+        seconds_prover_start,
+        device_startup: prover.devices().iter().filter_map(|d| d.info().startup).collect(),
         seconds_key: first_key_load_seconds,
         seconds_warm_up: 0.0,
         staging_bytes_pinned: 0,

@@ -229,6 +229,10 @@ pub struct BenchReport {
     pub verified: usize,
     pub failed: usize,
     pub proofs_checked: bool,
+    /// Starting the prover the stream ran on: opening its devices (`device_startup` says what
+    /// each GPU's context and kernels cost) and its actors. Zero on a prover made before.
+    pub seconds_prover_start: f64,
+    pub device_startup: Vec<crate::backend::DeviceStartup>,
     /// Making the proving key (a setup with `--keys setup`).
     pub seconds_key: f64,
     /// Preloading the key and pinning staging buffers before the clock starts.
@@ -555,8 +559,11 @@ fn run_on(
     devices: DeviceSelection,
     export: bool,
 ) -> Result<BenchReport> {
+    let starting = Instant::now();
     let prover = Prover::with_fault_injection(prover_config(args, devices), injected_faults(args))?;
-    stream_on(&prover, args, spec, key, witnesses, export, Ownership::Owned)
+    let seconds_prover_start = starting.elapsed().as_secs_f64();
+    let report = stream_on(&prover, args, spec, key, witnesses, export, Ownership::Owned)?;
+    Ok(BenchReport { seconds_prover_start, ..report })
 }
 
 /// The stream of [`run_on`] on `prover`: warmed up unless `--no-warm-up`, every proof checked.
@@ -678,6 +685,8 @@ fn stream_on(
         verified,
         failed,
         proofs_checked,
+        seconds_prover_start: 0.0,
+        device_startup: prover.devices().iter().filter_map(|d| d.info().startup).collect(),
         seconds_key: 0.0,
         seconds_warm_up,
         staging_bytes_pinned,
@@ -887,6 +896,14 @@ pub fn describe(report: &BenchReport) -> String {
             compat.failed
         );
     }
+    out += &format!("  prover start {:.2} s", report.seconds_prover_start);
+    for (device, startup) in report.device_startup.iter().enumerate() {
+        out += &format!(
+            "; GPU {device}: context {:.2} s, kernels {:.2} s from {}",
+            startup.context_seconds, startup.kernels_seconds, startup.kernels_from
+        );
+    }
+    out += "\n";
     out += &format!(
         "  key {:.1} s, warm-up {:.1} s ({} bytes of staging pinned)\n",
         report.seconds_key, report.seconds_warm_up, report.staging_bytes_pinned

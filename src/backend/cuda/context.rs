@@ -121,12 +121,28 @@ pub enum KernelSource {
     Nvrtc,
 }
 
+impl KernelSource {
+    /// The source `SNARKPIPE_KERNELS` forces (`cubin`, `ptx`, `nvrtc`; unset or empty: none).
+    pub fn forced(setting: Option<&str>) -> Result<Option<KernelSource>> {
+        match setting {
+            None | Some("") => Ok(None),
+            Some("cubin") => Ok(Some(KernelSource::Cubin)),
+            Some("ptx") => Ok(Some(KernelSource::Ptx)),
+            Some("nvrtc") => Ok(Some(KernelSource::Nvrtc)),
+            Some(other) => {
+                Err(Error::Config(format!("SNARKPIPE_KERNELS={other:?}: use cubin, ptx or nvrtc, or unset it")))
+            }
+        }
+    }
+}
+
 /// One GPU with the snarkpipe kernels loaded.
 pub struct GpuContext {
     ordinal: usize,
     ctx: Arc<CudaContext>,
     functions: HashMap<&'static str, CudaFunction>,
     loaded_from: KernelSource,
+    startup: crate::backend::DeviceStartup,
     pub(crate) ntt_tables: Mutex<HashMap<u32, Arc<super::ntt::NttTables>>>,
 }
 
@@ -137,9 +153,12 @@ impl std::fmt::Debug for GpuContext {
 }
 
 impl GpuContext {
-    /// Opens GPU `ordinal` and loads the kernels: the cubin on sm_90, else PTX, else NVRTC.
+    /// Opens GPU `ordinal` and loads the kernels: the cubin on sm_90, else PTX, else NVRTC;
+    /// or from where `SNARKPIPE_KERNELS` (`cubin`, `ptx` or `nvrtc`) says, to measure a
+    /// fallback's cost on a GPU the build has code for.
     pub fn open(ordinal: usize) -> Result<Arc<GpuContext>> {
-        GpuContext::open_with(ordinal, None)
+        let forced = KernelSource::forced(std::env::var("SNARKPIPE_KERNELS").ok().as_deref())?;
+        GpuContext::open_with(ordinal, forced)
     }
 
     /// Opens GPU `ordinal` loading every kernel module from `source`, as a GPU without a
@@ -154,7 +173,11 @@ impl GpuContext {
             return Err(Error::BackendUnavailable(format!("no CUDA device {ordinal}")));
         }
         let e = |op| move |err| driver_error(ordinal, op, err);
+        let opening = Instant::now();
         let ctx = CudaContext::new(ordinal).map_err(e("create context"))?;
+        let context_seconds = opening.elapsed().as_secs_f64();
+        let loading = Instant::now();
+        let mut all_cached = true;
         // Streams are ordered explicitly with events; cudarc's per-buffer tracking is not needed.
         // SAFETY: no buffer or stream of this context exists yet.
         unsafe { ctx.disable_event_tracking() };
@@ -180,11 +203,13 @@ impl GpuContext {
                 (Some(KernelSource::Ptx), _, _, Some(ptx)) => (Ptx::from_src(ptx), KernelSource::Ptx),
                 (Some(KernelSource::Ptx), _, _, None) => return Err(not_embedded("PTX")),
                 (Some(KernelSource::Nvrtc), ..) => {
-                    (nvrtc_ptx(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc)
+                    (nvrtc_ptx(ordinal, embedded.name, embedded.source, cc, &mut all_cached)?, KernelSource::Nvrtc)
                 }
                 (None, (9, 0), Some(cubin), _) => (Ptx::from_binary(cubin.to_vec()), KernelSource::Cubin),
                 (None, _, _, Some(ptx)) if cc.0 >= 9 => (Ptx::from_src(ptx), KernelSource::Ptx),
-                (None, ..) => (nvrtc_ptx(ordinal, embedded.name, embedded.source, cc)?, KernelSource::Nvrtc),
+                (None, ..) => {
+                    (nvrtc_ptx(ordinal, embedded.name, embedded.source, cc, &mut all_cached)?, KernelSource::Nvrtc)
+                }
             };
             if source != KernelSource::Cubin {
                 loaded_from = source;
@@ -194,7 +219,31 @@ impl GpuContext {
                 functions.insert(*name, module.load_function(name).map_err(e("find kernel"))?);
             }
         }
-        Ok(Arc::new(GpuContext { ordinal, ctx, functions, loaded_from, ntt_tables: Mutex::new(HashMap::new()) }))
+        let kernels_from = match loaded_from {
+            KernelSource::Cubin => "cubin",
+            KernelSource::Ptx => "ptx",
+            KernelSource::Nvrtc if all_cached => "nvrtc-cache",
+            KernelSource::Nvrtc => "nvrtc",
+        };
+        let startup = crate::backend::DeviceStartup {
+            context_seconds,
+            kernels_seconds: loading.elapsed().as_secs_f64(),
+            kernels_from: kernels_from.into(),
+        };
+        tracing::info!(device = ordinal, ?startup, "GPU opened");
+        Ok(Arc::new(GpuContext {
+            ordinal,
+            ctx,
+            functions,
+            loaded_from,
+            startup,
+            ntt_tables: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// What opening this context cost.
+    pub fn startup(&self) -> crate::backend::DeviceStartup {
+        self.startup.clone()
     }
 
     pub fn ordinal(&self) -> usize {
@@ -325,13 +374,16 @@ pub fn nvrtc_compile_cached(
 
 /// A kernel module's PTX for a GPU the build has no code for: from the kernel cache when the
 /// environment names one and it holds this module's, else compiled by NVRTC (and cached).
-fn nvrtc_ptx(ordinal: usize, name: &str, source: &str, cc: (i32, i32)) -> Result<Ptx> {
+/// Clears `all_cached` unless the PTX came from the cache.
+fn nvrtc_ptx(ordinal: usize, name: &str, source: &str, cc: (i32, i32), all_cached: &mut bool) -> Result<Ptx> {
     let (Some(cache), Some(version)) = (KernelCache::from_env(), raw::nvrtc_version()) else {
+        *all_cached = false;
         return nvrtc_compile(ordinal, name, source, cc);
     };
     let compile = || nvrtc_compile(ordinal, name, source, cc).map(|ptx| ptx.to_src());
     let (ptx, outcome) = cache.ptx(name, source, cc, version, compile)?;
     tracing::debug!(module = name, cache = %cache.dir().display(), ?outcome, "kernel PTX");
+    *all_cached &= outcome == CacheOutcome::Hit;
     Ok(Ptx::from_src(ptx))
 }
 

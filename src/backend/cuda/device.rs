@@ -244,6 +244,7 @@ impl Device for CudaDevice {
             name: self.gpu().map(|g| g.name()).unwrap_or_else(|_| "CUDA device (out of service)".into()),
             capacity_bytes: self.total_bytes,
             device_clock: true,
+            startup: self.gpu().ok().map(|g| g.startup()),
         }
     }
 
