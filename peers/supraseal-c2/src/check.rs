@@ -25,7 +25,6 @@ use serde::Serialize;
 use snarkpipe::backend::BackendKind;
 use snarkpipe::params::ProvingKey;
 use snarkpipe::prover::{Priority, ProofRequest, Prover, ProverConfig, Shutdown};
-use snarkpipe::synthetic::{KeyKind, SyntheticSpec, DEFAULT_NUM_INPUTS};
 
 use crate::keys::{self, SrsHeader};
 use crate::supraseal::Prepared;
@@ -47,13 +46,7 @@ pub fn run(args: &Args) -> Result<bool> {
         println!("ok: {step}");
         passed.push(step);
     };
-    let spec = SyntheticSpec {
-        log_n,
-        num_inputs: DEFAULT_NUM_INPUTS,
-        profile: args.witness,
-        keys: KeyKind::Setup,
-        seed: args.seed,
-    };
+    let spec = crate::race::synthetic_spec(args, log_n);
     let shape = spec.shape()?;
 
     // 1. Setup, write, read back.

@@ -95,14 +95,19 @@ impl Drop for ParamsFile {
     }
 }
 
-fn race_size(args: &Args, log_n: u32, dir: &Path, report: &mut RaceReport) -> Result<SizeReport> {
-    let spec = SyntheticSpec {
+/// The synthetic circuit both provers prove at 2^`log_n`, with a setup key.
+pub fn synthetic_spec(args: &Args, log_n: u32) -> SyntheticSpec {
+    SyntheticSpec {
         log_n,
         num_inputs: DEFAULT_NUM_INPUTS,
         profile: args.witness,
         keys: KeyKind::Setup,
         seed: args.seed,
-    };
+    }
+}
+
+fn race_size(args: &Args, log_n: u32, dir: &Path, report: &mut RaceReport) -> Result<SizeReport> {
+    let spec = synthetic_spec(args, log_n);
     let shape = spec.shape()?;
     eprintln!("2^{log_n}: setup");
     let started = Instant::now();
