@@ -137,6 +137,17 @@ impl Fixture {
         Fixture { kind, bytes: std::fs::read(&path).unwrap(), job: VanillaRequest::read(&path).unwrap() }
     }
 
+    /// Partition 0 of the Window PoSt fixture's deadline, as a job of its own
+    /// (`partition_index`): a node proving its deadline partition by partition sends these.
+    fn window_partition() -> Fixture {
+        let whole = Fixture::of(ProofKind::WindowPost);
+        let mut json: serde_json::Value = serde_json::from_slice(&whole.bytes).unwrap();
+        json["partition_index"] = 0.into();
+        let bytes = serde_json::to_vec(&json).unwrap();
+        let job = VanillaRequest::parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
+        Fixture { kind: ProofKind::WindowPost, bytes, job }
+    }
+
     fn submit(&self, key: &str) -> pb::SubmitProofRequest {
         pb::SubmitProofRequest {
             idempotency_key: key.to_string(),
@@ -223,6 +234,12 @@ async fn one_daemon_serves_every_scenario() {
         eprintln!("{kind}: {:.1} s", started.elapsed().as_secs_f64());
     }
     srs_preload_and_evict(&mut client).await;
+    // One partition of the deadline: its bytes are what the node merges with the other
+    // partitions'; a deadline of one partition verifies as the whole.
+    let partition = tokio::task::block_in_place(Fixture::window_partition);
+    let request =
+        pb::ProveRequest { submit: Some(partition.submit("prove-window-post-partition-0")), timeout_ms: AWAIT_MS };
+    partition.check_proof(&client.prove(request).await.expect("Prove").into_inner());
     same_key_twice_is_one_job(&mut client, fixture(ProofKind::WindowPost), fixture(ProofKind::WinningPost)).await;
     let started = Instant::now();
     cancel_mid_flight(&mut client, fixture(ProofKind::Porep), fixture(ProofKind::WindowPost)).await;

@@ -132,6 +132,46 @@ fn a_key_loaded_by_name_is_the_one_proofs_use() {
     assert!(matches!(err, Error::MissingParams { .. }) && err.to_string().contains(".params"), "{err}");
 }
 
+/// A new process whose parameters have their constraint matrices kept beside them (written
+/// by an earlier process) finds its key from them: its first proof synthesizes no partition
+/// ahead of the others, and verifies. The negative twin, a prover that keeps no matrices beside
+/// parameters, synthesizes the first partition first to learn the shape.
+#[test]
+fn a_new_process_takes_the_shape_from_the_kept_matrices() {
+    use snarkpipe::backend::BackendKind;
+    use snarkpipe::prover::{matrices_path, Prover, ProverConfig};
+    let fresh = |beside: bool| {
+        Prover::new(ProverConfig {
+            backend: BackendKind::Cpu,
+            constraint_matrices_beside_params: beside,
+            ..ProverConfig::default()
+        })
+        .unwrap()
+    };
+    let request = VanillaRequest::read(&job(ProofKind::WinningPost)).unwrap();
+    // An earlier process: its key's matrices, written beside the parameters now (a recording's
+    // own write happens in the background).
+    let earlier = fresh(false);
+    let key = FilecoinProver::with_params_dir(&earlier, &params_dir())
+        .unwrap()
+        .load_key(ProofKind::WinningPost, 2048)
+        .unwrap();
+    let params = earlier.key_cache_status().entries[0].identity.file.clone().unwrap().path;
+    let digest = *snarkpipe::params::cache::VkDigest::of(&key.vk).bytes();
+    key.recording.matrices().unwrap().write_file(&matrices_path(&params), digest).unwrap();
+
+    let later = fresh(true);
+    let proven = FilecoinProver::with_params_dir(&later, &params_dir()).unwrap().prove_job(&request).unwrap();
+    assert!(filecoin::verify_with_filecoin_proofs(&request, &proven.bytes, false));
+    assert_eq!(proven.timings.first_synthesis, 0.0, "{:?}", proven.timings);
+    assert!(proven.timings.key_load > 0.0, "{:?}", proven.timings);
+
+    let without = fresh(false);
+    let proven = FilecoinProver::with_params_dir(&without, &params_dir()).unwrap().prove_job(&request).unwrap();
+    assert!(filecoin::verify_with_filecoin_proofs(&request, &proven.bytes, false));
+    assert!(proven.timings.first_synthesis > 0.0, "{:?}", proven.timings);
+}
+
 /// A copy of `job` with its JSON edited by `edit`, in a temporary directory.
 fn edited(job: &Path, dir: &Path, name: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
     let path = dir.join(name);

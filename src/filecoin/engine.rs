@@ -639,11 +639,25 @@ impl<'p> FilecoinProver<'p> {
         // circuit's: every partition, the first included, is synthesized by this call's threads
         // while the partitions ahead of it prove, witness-only once the matrices are known.
         // Otherwise the first partition is synthesized first and its shape picks the key.
+        // A new process finds the key from the matrices an earlier one kept beside the
+        // parameters, in the same way.
         let constraints = std::cell::Cell::new(0);
-        let find = match self.prover.cached_key_for_path(&files.params)? {
-            Some((key, shape)) => {
+        let known = match self.prover.cached_key_for_path(&files.params)? {
+            Some((key, shape)) => Some((key, shape.num_constraints)),
+            None => {
+                let loading = Instant::now();
+                let kept = self.prover.key_from_kept_matrices(&files.params, self.point_check)?;
+                timings.key_load = loading.elapsed().as_secs_f64();
+                kept.and_then(|key| {
+                    let constraints = key.recording.matrices()?.num_constraints();
+                    Some((key, constraints))
+                })
+            }
+        };
+        let find = match known {
+            Some((key, count)) => {
                 files.check(&key.vk)?;
-                constraints.set(shape.num_constraints);
+                constraints.set(count);
                 KeyFor::Known(key)
             }
             None => KeyFor::Shape(Box::new(|shape: &WitnessShape| {
@@ -665,7 +679,7 @@ impl<'p> FilecoinProver<'p> {
         let proving = started.elapsed().saturating_sub(batch.before_proving);
         let queue = batch.handle.queued_for().unwrap_or(Duration::ZERO).min(proving);
         timings.synthesis = batch.synthesis_time.as_secs_f64();
-        timings.key_load = batch.key_time.as_secs_f64();
+        timings.key_load += batch.key_time.as_secs_f64();
         timings.first_synthesis = batch.before_proving.saturating_sub(batch.key_time).as_secs_f64();
         timings.queue = queue.as_secs_f64();
         timings.gpu = (proving - queue).as_secs_f64();

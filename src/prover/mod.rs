@@ -27,11 +27,12 @@ use crate::backend::faults::{FaultInjector, FaultyDevice};
 pub use crate::backend::faults::{FaultScope, FaultSite};
 use crate::backend::{open_devices, BackendKind, CpuModel, Device};
 use crate::circuit::{
-    ConstraintEvaluation, DeferredCircuit, MatricesFile, SatisfactionCheck, SynthesisPool, Witness, WitnessShape,
+    ConstraintEvaluation, ConstraintMatrices, DeferredCircuit, MatricesFile, SatisfactionCheck, SynthesisPool, Witness,
+    WitnessShape,
 };
 use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinnedRegistry};
-use crate::params::cache::{FileStamp, Inserted, KeyCache, KeyCacheStatus, KeyIdentity};
+use crate::params::cache::{FileStamp, Inserted, KeyCache, KeyCacheStatus, KeyIdentity, VkDigest};
 use crate::params::file::{ParamsFile, PointCheck};
 use crate::params::ProvingKey;
 use crate::request::{InFlightLimiter, PartitionInput, RequestState, Ticket};
@@ -599,18 +600,18 @@ impl Prover {
         let mut inputs: Vec<PartitionInput> =
             pool.defer().into_iter().map(|c| PartitionInput::Circuit(Arc::new(c))).collect();
         let started = std::time::Instant::now();
-        let (key, key_time) = match key {
-            KeyFor::Known(key) => (key, std::time::Duration::ZERO),
+        // Nothing comes before the proving with a known key: `before_proving` is zero then.
+        let (key, key_time, before_proving) = match key {
+            KeyFor::Known(key) => (key, std::time::Duration::ZERO, std::time::Duration::ZERO),
             KeyFor::Shape(find) => {
                 let first = pool.synthesize_now(0)?;
                 let finding = std::time::Instant::now();
                 let key = find(&first.shape())?;
                 key.check_shape(&first.shape())?;
                 inputs[0] = PartitionInput::Witness(Arc::new(first));
-                (key, finding.elapsed())
+                (key, finding.elapsed(), started.elapsed())
             }
         };
-        let before_proving = started.elapsed();
         pool.use_recording(key.recording.clone());
         std::thread::scope(|scope| {
             for _ in 0..threads.clamp(1, pool.len()) {
@@ -818,10 +819,25 @@ impl Prover {
     /// carries the file's stamp (path, length, modification time), so another file, or this
     /// one rewritten, is another key.
     pub fn key_for_file(&self, file: &ParamsFile, shape: &WitnessShape) -> Result<Arc<ProvingKey>> {
+        self.key_for_file_with(file, shape, None)
+    }
+
+    /// [`Prover::key_for_file`], with the circuit's matrices when they are in hand already
+    /// (read from beside the parameters by [`Prover::key_from_kept_matrices`]), so that a
+    /// key built now takes them instead of reading the file again.
+    fn key_for_file_with(
+        &self,
+        file: &ParamsFile,
+        shape: &WitnessShape,
+        matrices: Option<Arc<ConstraintMatrices>>,
+    ) -> Result<Arc<ProvingKey>> {
         let identity = KeyIdentity::of(file.verifying_key(), shape).from_file(file_stamp(file.path())?);
         let digest = *identity.vk_digest.bytes();
         self.cached_key(identity, || {
             let key = ProvingKey::from_source(file, shape)?;
+            if let Some(matrices) = matrices {
+                key.recording.adopt(matrices);
+            }
             if self.config.constraint_matrices_beside_params {
                 let path = matrices_path(file.path());
                 match key.recording.load_or_persist(&path, digest, shape) {
@@ -833,6 +849,37 @@ impl Prover {
             }
             Ok(key)
         })
+    }
+
+    /// The key of the `.params` file at `path`, cut for the shape of the constraint matrices
+    /// an earlier process kept beside it, with those matrices: the first proof of a circuit in
+    /// a new process then learns its shape without synthesizing a partition first, and
+    /// synthesizes every partition witness-only. None when the prover keeps no matrices
+    /// beside parameters, or there is no such file, or it is not this key's (logged; the first
+    /// partition then records them again, as [`Prover::key_for_file`] says).
+    pub fn key_from_kept_matrices(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        check: PointCheck,
+    ) -> Result<Option<Arc<ProvingKey>>> {
+        let path = path.as_ref();
+        let kept = matrices_path(path);
+        if !self.config.constraint_matrices_beside_params || !kept.exists() {
+            return Ok(None);
+        }
+        let file = ParamsFile::open(path, check)?;
+        let matrices = match ConstraintMatrices::read_file(&kept, *VkDigest::of(file.verifying_key()).bytes()) {
+            Ok(matrices) => Arc::new(matrices),
+            Err(err) => {
+                tracing::warn!(%err, "constraint matrices beside the parameters not used");
+                return Ok(None);
+            }
+        };
+        let shape = matrices.shape();
+        if let Some(key) = self.key_cache.lock().get_file(&file_stamp(path)?, &shape) {
+            return Ok(Some(key));
+        }
+        self.key_for_file_with(&file, &shape, Some(matrices)).map(Some)
     }
 
     /// [`Prover::key_for_file`] for the `.params` file at `path`, which is opened (and its
