@@ -545,8 +545,9 @@ impl<'p> FilecoinProver<'p> {
     /// computed). A later proof of the kind finds the key cached and its partitions, the first
     /// included, synthesized witness-only. What `snarkpipe serve --preload` does per name.
     ///
-    /// PoRep and SnapDeals take the published partition count of the size; PoSt keys do not
-    /// depend on the partition count.
+    /// A key the prover has cached, or whose matrices an earlier process kept beside the
+    /// parameters, is taken as it is, without recording the blank circuit. PoRep and SnapDeals
+    /// take the published partition count of the size; PoSt keys do not depend on it.
     pub fn load_key(&self, kind: ProofKind, sector_size: u64) -> Result<Arc<ProvingKey>> {
         let api_version = ApiVersion::V1_2_0;
         with_sector_shape!(sector_size, Tree => match kind {
@@ -569,12 +570,38 @@ impl<'p> FilecoinProver<'p> {
         })
     }
 
-    /// The key of `files` for the shape of `blank`, with the matrices recorded from it.
+    /// The key of `files` for the shape of `blank`, with the matrices recorded from it, unless
+    /// the key is known without a circuit ([`Self::known_key`]): recording a 32 GiB PoRep's
+    /// blank circuit is a core-minute, reading the kept matrices is not.
     fn blank_key<C: Circuit<Scalar>>(&self, files: &ParamFiles, blank: C) -> Result<Arc<ProvingKey>> {
+        if let (Some((key, _)), _) = self.known_key(files)? {
+            return Ok(key);
+        }
         let matrices = ConstraintMatrices::record(blank)?;
         let key = self.key(files, &matrices.shape())?;
         key.recording.adopt(Arc::new(matrices));
         Ok(key)
+    }
+
+    /// The key of `files` when no circuit is needed to find it, with its circuit's constraint
+    /// count: the one the prover's key cache holds for the file, else the one the constraint
+    /// matrices an earlier process kept beside the file give (their shape, their matrices).
+    /// Also the seconds spent reading those matrices and the file (zero on a cache hit).
+    fn known_key(&self, files: &ParamFiles) -> Result<(Option<(Arc<ProvingKey>, usize)>, f64)> {
+        if let Some((key, shape)) = self.prover.cached_key_for_path(&files.params)? {
+            files.check(&key.vk)?;
+            return Ok((Some((key, shape.num_constraints)), 0.0));
+        }
+        let loading = Instant::now();
+        let kept = self.prover.key_from_kept_matrices(&files.params, self.point_check)?;
+        let known = kept.and_then(|key| {
+            let constraints = key.recording.matrices()?.num_constraints();
+            Some((key, constraints))
+        });
+        if let Some((key, _)) = &known {
+            files.check(&key.vk)?;
+        }
+        Ok((known, loading.elapsed().as_secs_f64()))
     }
 
     fn files(&self, what: &str, sector_size: u64, cache_id: String) -> Result<ParamFiles> {
@@ -642,21 +669,10 @@ impl<'p> FilecoinProver<'p> {
         // A new process finds the key from the matrices an earlier one kept beside the
         // parameters, in the same way.
         let constraints = std::cell::Cell::new(0);
-        let known = match self.prover.cached_key_for_path(&files.params)? {
-            Some((key, shape)) => Some((key, shape.num_constraints)),
-            None => {
-                let loading = Instant::now();
-                let kept = self.prover.key_from_kept_matrices(&files.params, self.point_check)?;
-                timings.key_load = loading.elapsed().as_secs_f64();
-                kept.and_then(|key| {
-                    let constraints = key.recording.matrices()?.num_constraints();
-                    Some((key, constraints))
-                })
-            }
-        };
+        let (known, key_load) = self.known_key(files)?;
+        timings.key_load = key_load;
         let find = match known {
             Some((key, count)) => {
-                files.check(&key.vk)?;
                 constraints.set(count);
                 KeyFor::Known(key)
             }
