@@ -574,8 +574,8 @@ impl<'p> FilecoinProver<'p> {
     /// the key is known without a circuit ([`Self::known_key`]): recording a 32 GiB PoRep's
     /// blank circuit is a core-minute, reading the kept matrices is not.
     fn blank_key<C: Circuit<Scalar>>(&self, files: &ParamFiles, blank: C) -> Result<Arc<ProvingKey>> {
-        if let (Some((key, _)), _) = self.known_key(files)? {
-            return Ok(key);
+        if let (Some(known), _) = self.known_key(files)? {
+            return Ok(known.key);
         }
         let matrices = ConstraintMatrices::record(blank)?;
         let key = self.key(files, &matrices.shape())?;
@@ -587,19 +587,19 @@ impl<'p> FilecoinProver<'p> {
     /// count: the one the prover's key cache holds for the file, else the one the constraint
     /// matrices an earlier process kept beside the file give (their shape, their matrices).
     /// Also the seconds spent reading those matrices and the file (zero on a cache hit).
-    fn known_key(&self, files: &ParamFiles) -> Result<(Option<(Arc<ProvingKey>, usize)>, f64)> {
+    fn known_key(&self, files: &ParamFiles) -> Result<(Option<KnownKey>, f64)> {
         if let Some((key, shape)) = self.prover.cached_key_for_path(&files.params)? {
             files.check(&key.vk)?;
-            return Ok((Some((key, shape.num_constraints)), 0.0));
+            return Ok((Some(KnownKey { key, constraints: shape.num_constraints }), 0.0));
         }
         let loading = Instant::now();
         let kept = self.prover.key_from_kept_matrices(&files.params, self.point_check)?;
         let known = kept.and_then(|key| {
             let constraints = key.recording.matrices()?.num_constraints();
-            Some((key, constraints))
+            Some(KnownKey { key, constraints })
         });
-        if let Some((key, _)) = &known {
-            files.check(&key.vk)?;
+        if let Some(known) = &known {
+            files.check(&known.key.vk)?;
         }
         Ok((known, loading.elapsed().as_secs_f64()))
     }
@@ -672,7 +672,7 @@ impl<'p> FilecoinProver<'p> {
         let (known, key_load) = self.known_key(files)?;
         timings.key_load = key_load;
         let find = match known {
-            Some((key, count)) => {
+            Some(KnownKey { key, constraints: count }) => {
                 constraints.set(count);
                 KeyFor::Known(key)
             }
@@ -779,6 +779,13 @@ impl<'p> FilecoinProver<'p> {
             Err(Error::ProofRejected { kind: proven.kind.name() })
         }
     }
+}
+
+/// A key found without a circuit ([`FilecoinProver::known_key`]), with its circuit's
+/// constraint count.
+struct KnownKey {
+    key: Arc<ProvingKey>,
+    constraints: usize,
 }
 
 /// The most sectors of the partitions before the one [`FilecoinProver::window_post_partition`]
