@@ -149,7 +149,7 @@ fn a_witness_larger_than_the_host_budget_fails_at_once() {
         Duration::from_secs(60),
     );
     for outcome in outcomes {
-        let err = outcome.err().expect("a witness over the host budget was synthesized");
+        let err = outcome.expect_err("a witness over the host budget was synthesized");
         assert!(matches!(err.root_cause(), Error::WitnessExceedsHostBudget { capacity_bytes: 1024, .. }), "{err}");
         assert!(err.to_string().contains("synthesis_host_bytes"), "{err}");
     }
