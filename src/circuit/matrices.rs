@@ -844,10 +844,6 @@ fn read_error(source: &str, err: std::io::Error) -> Error {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 impl ConstraintMatrices {
     /// Writes the matrices in the versioned format, tied to `key_digest` (the digest of the
     /// proving key they were recorded for), with a SHA-256 checksum over everything written.
@@ -964,8 +960,8 @@ fn read_matrices<R: Read + Seek>(
             source,
             format!(
                 "recorded for another proving key (key digest {}, this key's is {})",
-                hex(&digest),
-                hex(&expected_key_digest)
+                hex::encode(digest),
+                hex::encode(expected_key_digest)
             ),
         ));
     }

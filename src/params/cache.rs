@@ -54,7 +54,7 @@ impl VkDigest {
     }
 
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(self.0)
     }
 }
 

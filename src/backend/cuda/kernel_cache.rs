@@ -122,15 +122,11 @@ fn cache_key(name: &str, source: &str, cc: (i32, i32), nvrtc: (i32, i32)) -> Str
         hasher.update((part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());
     }
-    hex(&hasher.finalize())
+    hex::encode(hasher.finalize())
 }
 
 fn digest(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// The PTX of a cache file's text, if its header names `key` and the digest of what follows.
