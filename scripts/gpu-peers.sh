@@ -22,7 +22,7 @@
 # 20,21,22,23,24,25,26,27), KERNEL_CAP (seconds, default 150). One call may run 600 s.
 # 2^26 in a call of its own, with less host memory held (the key is 32 GB in memory and 32 GB
 # again in supraseal's pinned copy, each witness about 10 GB):
-#   LOG_NS=26 KERNELS=0 RACE_CAP=560 EXTRA="--witnesses 2 --in-flight 2 --batch-rounds 1 --params-writer parallel" \
+#   LOG_NS=26 KERNELS=0 RACE_CAP=540 BATCH_ROUNDS=1 EXTRA="--witnesses 2 --in-flight 2 --params-writer parallel" \
 #     bash scripts/gpu-peers.sh
 # Writes under $OUT: gpu.txt (nvidia-smi, first), race-$TAG.json (the report, rewritten after
 # each size), race-$TAG.txt (the summary lines), race-$TAG.log (stderr: progress and errors),

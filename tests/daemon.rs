@@ -44,8 +44,14 @@ struct Daemon {
 impl Daemon {
     /// Starts a daemon on `socket` and returns once it has announced that it serves.
     fn start(socket: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_with(socket, extra, &[])
+    }
+
+    /// [`Daemon::start`] with environment variables.
+    fn start_with(socket: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let log = socket.with_extension("log");
         let mut child = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+            .envs(env.iter().copied())
             .arg("serve")
             .arg("--listen")
             .arg(format!("unix:{}", socket.display()))
@@ -95,6 +101,16 @@ impl Daemon {
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the process has announced that it serves once more (after it replaced
+    /// itself); panics with its log after `within`.
+    fn wait_for_another_ready_line(&self, within: std::time::Duration) {
+        let started = Instant::now();
+        while !self.stdout.lock().unwrap().iter().any(|l| l.contains("listening on unix:")) {
+            assert!(started.elapsed() < within, "the daemon did not come back within {within:?}: {}", self.log());
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
 }
 
@@ -613,6 +629,78 @@ async fn kill_9_then_restart_comes_back_clean() {
     let result = await_proof(&mut client, &again).await;
     window.check_proof(&result);
     assert_idle_and_clean(&status(&mut client).await);
+}
+
+/// A GPU that breaks for the rest of the process (the fault drill: the first kernel breaks it,
+/// and on the CPU model the break outlives recovery, as a sticky CUDA error does). With
+/// `--restart-when-broken false` (the negative twin) the job fails with the broken device named
+/// and the GPU stays out of service. By default the daemon replaces itself, same PID, and both
+/// jobs (the one the GPU failed and the one queued behind it) are proven by the new process
+/// under their old ids: a client that reconnects and awaits them gets proofs that
+/// filecoin-proofs verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_gpu_restarts_the_daemon_and_no_job_is_lost() {
+    let (winning, window) =
+        tokio::task::block_in_place(|| (Fixture::of(ProofKind::WinningPost), Fixture::of(ProofKind::WindowPost)));
+    let drill = [("SNARKPIPE_DRILL_BREAK_GPU", "1")];
+    let one_job = ["--concurrent-jobs", "1"];
+    let dir = tempfile::tempdir().unwrap();
+
+    // The twin: no restart, so the job the GPU failed fails, and says why.
+    let socket = dir.path().join("twin.sock");
+    let twin = tokio::task::block_in_place(|| {
+        Daemon::start_with(&socket, &[&one_job[..], &["--restart-when-broken", "false"]].concat(), &drill)
+    });
+    let mut client = twin.client().await;
+    let failed = submit(&mut client, winning.submit("twin")).await.job_id;
+    let result = await_proof(&mut client, &failed).await;
+    assert_eq!(result.state, pb::JobState::Failed as i32, "{result:?}");
+    assert!(result.error.contains("broke") || result.error.contains("out of service"), "{}", result.error);
+    let after = status(&mut client).await;
+    assert_eq!(after.restarts, 0);
+    assert!(after.gpus.iter().any(|g| g.health.starts_with("OutOfService")), "{:?}", after.gpus);
+    drop(twin);
+
+    // The restart.
+    let socket = socket_in(&dir);
+    let daemon = tokio::task::block_in_place(|| Daemon::start_with(&socket, &one_job, &drill));
+    let pid = daemon.child.id();
+    let mut client = daemon.client().await;
+    let before = status(&mut client).await;
+    let first = submit(&mut client, winning.submit("first")).await.job_id;
+    let second = submit(&mut client, window.submit("second")).await.job_id;
+    let awaited = {
+        let (mut client, first) = (client.clone(), first.clone());
+        tokio::spawn(async move {
+            client
+                .await_proof(pb::AwaitProofRequest { job_id: first, timeout_ms: AWAIT_MS, until_started: false })
+                .await
+        })
+    };
+    // The old process's await ends with the process (it never answers with a failure).
+    match awaited.await.unwrap() {
+        Err(broken) => {
+            assert!(matches!(broken.code(), Code::Unavailable | Code::Unknown | Code::Cancelled), "{broken:?}")
+        }
+        Ok(answer) => panic!("the old process answered {:?}", answer.into_inner()),
+    }
+    tokio::task::block_in_place(|| daemon.wait_for_another_ready_line(std::time::Duration::from_secs(300)));
+    assert_eq!(daemon.child.id(), pid);
+    let mut client = daemon.client().await;
+    let after = status(&mut client).await;
+    assert_eq!(after.restarts, 1, "{after:?}");
+    assert_ne!(after.instance, before.instance, "the same process answered");
+    let (first_result, second_result) =
+        (await_proof(&mut client, &first).await, await_proof(&mut client, &second).await);
+    winning.check_proof(&first_result);
+    window.check_proof(&second_result);
+    // The idempotency keys came along: resubmitting names the same jobs.
+    let again = submit(&mut client, winning.submit("first")).await;
+    assert!(again.existing && again.job_id == first, "{again:?}");
+    assert!(after.gpus.iter().all(|g| !g.health.starts_with("OutOfService")), "{:?}", after.gpus);
+    assert_idle_and_clean(&status(&mut client).await);
+    let log = daemon.log();
+    assert!(log.contains("restarting the daemon") && log.contains("carried over the restart"), "{log}");
 }
 
 /// The service has no authentication: a non-loopback TCP address is refused without the flag.

@@ -4,9 +4,10 @@
 //! Invariants:
 //! - an idempotency key names at most one live job, and a job is reachable by its id for as
 //!   long as its key is;
-//! - a job's state only moves forward (queued → running → an end, or queued → an end), and its
-//!   watch channel always holds its latest view, so an awaiter that subscribes late misses
-//!   nothing;
+//! - a job's state only moves forward (queued → running → an end, or queued → an end), with
+//!   one exception: a running job whose GPU broke goes back to queued, to be carried into the
+//!   restarted daemon ([`JobTable::requeue`], [`JobTable::take_for_restart`]). Its watch channel
+//!   always holds its latest view, so an awaiter that subscribes late misses nothing;
 //! - finished jobs are forgotten beyond `keep_finished` of them or after `keep_for`, and queued
 //!   ones beyond `max_queued` are refused: the table's memory is bounded whatever the clients do.
 
@@ -53,12 +54,36 @@ pub struct JobView {
     pub submitted_at_ms: u64,
     pub started_at_ms: u64,
     pub finished_at_ms: u64,
+    /// Taken into the restarted daemon ([`JobTable::take_for_restart`]): this process will
+    /// not end it, so its awaiters here are told to await it there.
+    pub carried: bool,
 }
 
 /// How a job ended, as the worker reports it.
 pub enum Outcome {
-    Proven { proof: Vec<u8>, partitions: usize, timings: ProofTimings },
+    Proven {
+        proof: Vec<u8>,
+        partitions: usize,
+        timings: ProofTimings,
+    },
     Failed(String),
+    /// Not the job's own failure: the GPU it ran on broke (or the restart interrupted it).
+    /// It goes back to the queue with its request, to be proven by the restarted daemon.
+    Requeue {
+        request: VanillaRequest,
+        why: String,
+    },
+}
+
+/// A queued job as the restart carries it into the next process: everything that makes it the
+/// same job there (its id, idempotency key, digest, priority and submit time) and its request.
+pub struct CarriedJob {
+    pub id: String,
+    pub key: String,
+    pub digest: [u8; 32],
+    pub priority: Priority,
+    pub submitted_at_ms: u64,
+    pub request: VanillaRequest,
 }
 
 /// One proof job.
@@ -70,6 +95,8 @@ pub struct Job {
     /// The digest of what was asked (kind, sector size, vanilla bytes): a key reused for
     /// another request is refused rather than answered with the first one's proof.
     digest: [u8; 32],
+    /// Its place among jobs of its priority (older first), kept when it is requeued.
+    order: u64,
     submitted: Instant,
     view: watch::Sender<JobView>,
     inner: Mutex<JobInner>,
@@ -83,6 +110,8 @@ struct JobInner {
     handle: Option<ProofHandle>,
     /// Why the job was asked to stop, once it was.
     cancelled: Option<String>,
+    /// Stopped by a restart, not by a client: it goes back to the queue when it fails.
+    interrupted: bool,
     started: Option<Instant>,
 }
 
@@ -109,6 +138,11 @@ impl Job {
     /// partition is synthesized or its partitions wait for a device.
     pub fn devices_in_use(&self) -> Vec<usize> {
         self.inner.lock().handle.as_ref().map(|h| h.devices_in_use()).unwrap_or_default()
+    }
+
+    /// Whether a restart stopped it (see [`JobTable::interrupt`]).
+    pub fn is_interrupted(&self) -> bool {
+        self.inner.lock().interrupted
     }
 
     /// Why the job was asked to stop, if it was.
@@ -157,6 +191,10 @@ pub enum SubmitRefused {
         max: usize,
     },
     ShuttingDown,
+    /// A GPU broke and the daemon is restarting itself to have it back.
+    Restarting {
+        why: String,
+    },
 }
 
 /// What a submit did.
@@ -219,6 +257,8 @@ struct TableState {
     queued: usize,
     running: usize,
     closing: bool,
+    /// Set when a restart is pending: submits are refused with it and no job is handed out.
+    restarting: Option<String>,
     counters: Counters,
 }
 
@@ -256,6 +296,9 @@ impl JobTable {
             }
             return Ok(Submitted { job: job.clone(), existing: true });
         }
+        if let Some(why) = &state.restarting {
+            return Err(SubmitRefused::Restarting { why: why.clone() });
+        }
         if state.closing {
             return Err(SubmitRefused::ShuttingDown);
         }
@@ -263,8 +306,32 @@ impl JobTable {
             return Err(SubmitRefused::QueueFull { max: self.limits.max_queued });
         }
         let seq = state.next;
-        state.next += 1;
         let id = format!("{}-{seq}", self.instance);
+        let job = self.insert(
+            &mut state,
+            CarriedJob { id, key: key.to_string(), digest, priority, submitted_at_ms: unix_ms(), request },
+        );
+        state.counters.submitted += 1;
+        drop(state);
+        self.work.notify_one();
+        Ok(Submitted { job, existing: false })
+    }
+
+    /// Queues a job an earlier run of this daemon had queued when it restarted, under its old
+    /// id and key, so that a client awaiting that id finds it here. Not refused for a full
+    /// queue: it was within the bound when it was accepted.
+    pub fn resume(&self, carried: CarriedJob) -> Arc<Job> {
+        let mut state = self.state.lock();
+        let job = self.insert(&mut state, carried);
+        drop(state);
+        self.work.notify_one();
+        job
+    }
+
+    fn insert(&self, state: &mut TableState, carried: CarriedJob) -> Arc<Job> {
+        let CarriedJob { id, key, digest, priority, submitted_at_ms, request } = carried;
+        let order = state.next;
+        state.next += 1;
         let kind = request.kind();
         let view = JobView {
             id: id.clone(),
@@ -274,29 +341,31 @@ impl JobTable {
             partitions: 0,
             error: String::new(),
             timings: ProofTimings::default(),
-            submitted_at_ms: unix_ms(),
+            submitted_at_ms,
             started_at_ms: 0,
             finished_at_ms: 0,
+            carried: false,
         };
+        // A carried job's wait counts from its first submit, as far as this clock reaches back.
+        let waited = Duration::from_millis(unix_ms().saturating_sub(submitted_at_ms));
+        let now = Instant::now();
         let job = Arc::new(Job {
             id: id.clone(),
             kind,
             priority,
             sector_size: request.sector_size(),
             digest,
-            submitted: Instant::now(),
+            order,
+            submitted: now.checked_sub(waited).unwrap_or(now),
             view: watch::Sender::new(view),
             inner: Mutex::new(JobInner { request: Some(request), ..JobInner::default() }),
         });
         state.jobs.insert(id.clone(), job.clone());
-        state.by_key.insert(key.to_string(), id.clone());
-        state.key_of.insert(id.clone(), key.to_string());
-        state.queue.push((priority, Reverse(seq), id));
+        state.by_key.insert(key.clone(), id.clone());
+        state.key_of.insert(id.clone(), key);
+        state.queue.push((priority, Reverse(order), id));
         state.queued += 1;
-        state.counters.submitted += 1;
-        drop(state);
-        self.work.notify_one();
-        Ok(Submitted { job, existing: false })
+        job
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Job>, Missing> {
@@ -321,7 +390,9 @@ impl JobTable {
     pub fn next_job(&self) -> Option<(Arc<Job>, VanillaRequest)> {
         let mut state = self.state.lock();
         loop {
-            while let Some((_, _, id)) = state.queue.pop() {
+            // A pending restart hands out nothing: what is queued goes to the next process.
+            while state.restarting.is_none() {
+                let Some((_, _, id)) = state.queue.pop() else { break };
                 let Some(job) = state.jobs.get(&id).cloned() else { continue };
                 let mut inner = job.inner.lock();
                 // A job cancelled while queued is already final; it only leaves the heap here.
@@ -336,7 +407,7 @@ impl JobTable {
                 });
                 return Some((job, request));
             }
-            if state.closing {
+            if state.closing || state.restarting.is_some() {
                 return None;
             }
             self.work.wait(&mut state);
@@ -349,6 +420,28 @@ impl JobTable {
         job.inner.lock().handle = None;
         let mut state = self.state.lock();
         state.running -= 1;
+        let outcome = match outcome {
+            // A client's cancel wins over a requeue: the job ends as it was asked to.
+            Outcome::Requeue { why, .. } if cancelled.is_some() => Outcome::Failed(why),
+            Outcome::Requeue { request, why } => {
+                let mut inner = job.inner.lock();
+                inner.request = Some(request);
+                inner.started = None;
+                inner.interrupted = false;
+                drop(inner);
+                state.queued += 1;
+                state.queue.push((job.priority, Reverse(job.order), job.id.clone()));
+                job.update(|v| {
+                    v.state = JobState::Queued;
+                    v.started_at_ms = 0;
+                    v.error = why;
+                });
+                drop(state);
+                self.work.notify_one();
+                return;
+            }
+            other => other,
+        };
         let end = match outcome {
             Outcome::Proven { proof, partitions, timings } => {
                 state.counters.completed += 1;
@@ -373,6 +466,7 @@ impl JobTable {
                 job.update(|v| v.error = error);
                 end
             }
+            Outcome::Requeue { .. } => unreachable!("handled above"),
         };
         job.update(|v| {
             v.state = end;
@@ -421,6 +515,57 @@ impl JobTable {
             handle.cancel();
         }
         JobState::Running
+    }
+
+    /// Prepares a restart: from now on submits are refused with `why`, and no queued job is
+    /// handed out (the workers exit once their running jobs end). What is queued then is
+    /// taken by [`JobTable::take_for_restart`].
+    pub fn hold_for_restart(&self, why: &str) {
+        self.state.lock().restarting.get_or_insert_with(|| why.to_string());
+        self.work.notify_all();
+    }
+
+    /// Whether a restart is pending ([`JobTable::hold_for_restart`]).
+    pub fn is_restarting(&self) -> bool {
+        self.state.lock().restarting.is_some()
+    }
+
+    /// Stops a running job for the restart: its pipeline request is cancelled, and the
+    /// worker requeues it when it fails ([`Job::is_interrupted`]). A queued or ended job is
+    /// left alone.
+    pub fn interrupt(&self, job: &Job) {
+        let mut inner = job.inner.lock();
+        if inner.request.is_some() || job.view.borrow().state.is_final() {
+            return;
+        }
+        inner.interrupted = true;
+        if let Some(handle) = &inner.handle {
+            handle.cancel();
+        }
+    }
+
+    /// The queued jobs, in the order they would run, with their requests: what the restarted
+    /// daemon queues again ([`JobTable::resume`]). Each leaves this table's queue (its view
+    /// stays queued, for an awaiter of this process until it exits).
+    pub fn take_for_restart(&self) -> Vec<CarriedJob> {
+        let mut state = self.state.lock();
+        let mut carried = Vec::new();
+        while let Some((_, _, id)) = state.queue.pop() {
+            let Some(job) = state.jobs.get(&id).cloned() else { continue };
+            let Some(request) = job.inner.lock().request.take() else { continue };
+            state.queued -= 1;
+            job.update(|v| v.carried = true);
+            let key = state.key_of.get(&id).cloned().unwrap_or_default();
+            carried.push(CarriedJob {
+                id,
+                key,
+                digest: job.digest,
+                priority: job.priority,
+                submitted_at_ms: job.view.borrow().submitted_at_ms,
+                request,
+            });
+        }
+        carried
     }
 
     /// Refuses new jobs from now on and wakes the workers, which exit once the queue is empty.
@@ -599,6 +744,56 @@ mod tests {
         // A forgotten job's key is free again: a resubmit is a new job.
         let again = jobs.submit("k0", [0; 32], Priority::Normal, request("window-post")).unwrap();
         assert!(!again.existing);
+    }
+
+    #[test]
+    fn a_job_the_gpu_failed_is_requeued_held_and_carried_with_its_key_into_the_next_table() {
+        let jobs = table(JobLimits::default());
+        let a = jobs.submit("a", [1; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let b = jobs.submit("b", [2; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let c = jobs.submit("c", [3; 32], Priority::Low, request("window-post")).unwrap().job;
+        let (running, request_a) = jobs.next_job().unwrap();
+        assert_eq!(running.id, a.id);
+        jobs.hold_for_restart("GPU 0 broke");
+        jobs.finish(&running, Outcome::Requeue { request: request_a, why: "GPU 0 broke".into() });
+        assert_eq!((a.view().state, a.view().error.as_str()), (JobState::Queued, "GPU 0 broke"));
+        assert!(jobs.next_job().is_none(), "a held table handed out a job");
+        let refused = jobs.submit("d", [4; 32], Priority::Normal, request("window-post")).err();
+        assert_eq!(refused, Some(SubmitRefused::Restarting { why: "GPU 0 broke".into() }));
+        let carried = jobs.take_for_restart();
+        let order: Vec<_> = carried.iter().map(|j| (j.id.clone(), j.key.clone(), j.digest)).collect();
+        assert_eq!(
+            order,
+            [
+                (a.id.clone(), "a".into(), [1; 32]),
+                (b.id.clone(), "b".into(), [2; 32]),
+                (c.id.clone(), "c".into(), [3; 32])
+            ]
+        );
+        assert!(a.view().carried && b.view().carried && !a.view().state.is_final());
+
+        let next = JobTable::new("next".into(), JobLimits::default());
+        for job in carried {
+            next.resume(job);
+        }
+        let order: Vec<String> = (0..3).map(|_| next.next_job().unwrap().0.id.clone()).collect();
+        assert_eq!(order, [a.id.clone(), b.id.clone(), c.id.clone()]);
+        let again = next.submit("b", [2; 32], Priority::Normal, request("window-post")).unwrap();
+        assert!(again.existing && again.job.id == b.id, "the key did not come along");
+        assert!(next.get(&c.id).is_ok());
+        let fresh = next.submit("e", [5; 32], Priority::Normal, request("window-post")).unwrap().job;
+        assert!(fresh.id.starts_with("next-"));
+    }
+
+    #[test]
+    fn a_client_cancel_wins_over_a_requeue() {
+        let jobs = table(JobLimits::default());
+        let a = jobs.submit("a", [1; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let (running, request_a) = jobs.next_job().unwrap();
+        assert_eq!(jobs.cancel(&a, "stop"), JobState::Running);
+        jobs.finish(&running, Outcome::Requeue { request: request_a, why: "GPU 0 broke".into() });
+        assert_eq!((a.view().state, a.view().error.as_str()), (JobState::Cancelled, "stop"));
+        assert!(jobs.take_for_restart().is_empty());
     }
 
     #[test]

@@ -87,5 +87,11 @@ pub fn render(status: &pb::StatusResponse, counters: &Counters) -> String {
         ],
     );
     family("snarkpipe_uptime_seconds", "gauge", "Seconds since the daemon started.", &plain(status.uptime_seconds));
+    family(
+        "snarkpipe_restarts_total",
+        "counter",
+        "Times the daemon replaced itself to have a broken GPU back.",
+        &plain(f64::from(status.restarts)),
+    );
     out
 }

@@ -10,12 +10,14 @@
 //! - [`worker`]: the threads that prove, and the keys `PreloadSRS`/`EvictSRS` act on;
 //! - [`service`]: request checks and typed statuses;
 //! - [`metrics`]: the Prometheus text of `GetMetrics`;
+//! - [`restart`]: replacing the process when a GPU breaks, its jobs carried over;
 //! - [`serve`]: the process: listener, signals, bounded shutdown.
 //!
 //! It sits on top: it uses the prover and the Filecoin module, and nothing uses it.
 
 pub mod jobs;
 pub mod metrics;
+pub mod restart;
 pub mod serve;
 pub mod service;
 pub mod worker;

@@ -2,6 +2,7 @@
 //! address that must be loopback unless `--allow-remote`), starts the prover and the workers,
 //! serves until SIGTERM or SIGINT, and then shuts down within a bound: no new jobs, queued
 //! ones cancelled, running ones given `--shutdown-grace-secs` to finish and cancelled after.
+//! When a GPU breaks for the rest of the process, it restarts itself instead ([`super::restart`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
-use super::jobs::{Job, JobLimits, JobState, JobTable};
+use super::jobs::{CarriedJob, Job, JobLimits, JobState, JobTable};
 use super::pb::proving_service_server::ProvingServiceServer;
+use super::restart::{self, RestartPolicy, Restarts};
 use super::service::ProvingDaemon;
 use super::worker::{start_workers, SrsTable, Workshop};
 use crate::backend::{BackendKind, DeviceSelection};
@@ -73,6 +75,12 @@ pub struct ServeArgs {
     /// takes calls, which also leaves the jobs' keys hot.
     #[arg(long, value_delimiter = ',')]
     pub preload_job: Vec<PathBuf>,
+    /// When a GPU breaks for the rest of the process (a sticky CUDA error), replace the process
+    /// with a fresh one (same PID and arguments) once the running jobs have ended, carrying the
+    /// queued jobs and those the GPU failed over under their ids. `false`: the GPU stays out of
+    /// service and the jobs it failed fail.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub restart_when_broken: bool,
 }
 
 /// Where the daemon listens.
@@ -121,17 +129,35 @@ pub struct ShutdownSummary {
     pub seconds: f64,
 }
 
-/// Runs the daemon until a signal, then shuts it down; the summary of that shutdown.
+/// How the gRPC server came to an end.
+enum Ended {
+    /// SIGTERM or SIGINT.
+    Signal(ShutdownSummary),
+    /// A GPU broke: the jobs to carry into the next process.
+    Restart { why: String, carried: Vec<CarriedJob> },
+}
+
+/// Runs the daemon until a signal, then shuts it down; the summary of that shutdown. After a
+/// GPU breaks it replaces itself (and so never returns) unless `--restart-when-broken false`.
 pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
+    let process_started = Instant::now();
     let listen = parse_listen(args)?;
     // filecoin-proofs reads its settings once: point them at the directory first.
     let params_dir = use_parameter_dir(&args.params_dir)?;
-    let prover = Arc::new(Prover::new(ProverConfig {
+    let config = ProverConfig {
         backend: args.backend,
         devices: args.devices.clone(),
         stage_timeout: args.stage_timeout_secs.map(Duration::from_secs),
         ..ProverConfig::default()
-    })?);
+    };
+    let prover = Arc::new(match restart::drill_from_env() {
+        Some(drill) => {
+            tracing::warn!("fault drill ({}): the first kernel breaks its GPU", restart::DRILL_VARIABLE);
+            Prover::with_fault_injection(config, drill)?
+        }
+        None => Prover::new(config)?,
+    });
+    let restarts = Restarts::from_env();
     let instance = format!("{:08x}", rand::random::<u32>());
     let limits = JobLimits {
         max_queued: args.max_queued,
@@ -139,13 +165,16 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         keep_for: Duration::from_secs(args.keep_finished_secs),
     };
     let table = Arc::new(JobTable::new(instance.clone(), limits));
+    resume_carried(&table, restarts)?;
     let srs = Arc::new(SrsTable::default());
     let shop = Arc::new(Workshop {
         table: table.clone(),
         prover: prover.clone(),
         params_dir: params_dir.clone(),
         srs: srs.clone(),
+        restart: RestartPolicy { enabled: args.restart_when_broken, restarts, process_started },
     });
+    let shop_policy = shop.restart;
     let workers = start_workers(shop, args.concurrent_jobs.unwrap_or(2 * prover.device_count().max(1)));
     let preloaded =
         preload_keys(&prover, &params_dir, &srs, &args.preload).and_then(|()| preload(&table, &args.preload_job));
@@ -160,6 +189,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         params_dir,
         max_vanilla_bytes: args.max_vanilla_bytes,
         started: Instant::now(),
+        restarts: restarts.total,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -173,12 +203,22 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     let max_message = args.max_vanilla_bytes.saturating_add(1 << 20);
     let service = ProvingServiceServer::new(daemon).max_decoding_message_size(max_message);
     let table_for_signal = table.clone();
+    let broken_gpu = match args.restart_when_broken {
+        true => watch_for_broken_gpus(prover.clone(), table.clone(), shop_policy),
+        false => tokio::sync::oneshot::channel().1,
+    };
     let served = runtime.block_on(async move {
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<ShutdownSummary>();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Ended>();
         let shutdown = async move {
-            wait_for_signal().await;
-            let summary = drain(&table_for_signal, grace).await;
-            let _ = done_tx.send(summary);
+            let ended = tokio::select! {
+                () = wait_for_signal() => Ended::Signal(drain(&table_for_signal, grace).await),
+                // A watcher that ends without a restart (the table closed) drops its sender.
+                Ok(why) = broken_gpu => {
+                    let carried = carry_for_restart(&table_for_signal, &why, grace).await;
+                    Ended::Restart { why, carried }
+                }
+            };
+            let _ = done_tx.send(ended);
         };
         let router = tonic::transport::Server::builder().add_service(service);
         let served = match &listen {
@@ -201,8 +241,11 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         if let Listen::Unix(path) = &listen {
             let _ = std::fs::remove_file(path);
         }
-        Ok::<_, Error>(done_rx.await.unwrap_or_default())
+        Ok::<_, Error>(done_rx.await.unwrap_or(Ended::Signal(ShutdownSummary::default())))
     });
+    if let Ok(Ended::Restart { why, carried }) = served {
+        return restart_now(&table, &prover, workers, restarts, process_started, &why, carried);
+    }
     // Whatever ended the server (a signal, or a listener that failed), the workers stop once
     // the queue is empty; after a signal it already is.
     table.close();
@@ -211,7 +254,130 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     }
     let report = prover.shutdown(Shutdown::Cancel);
     tracing::info!(?report, "the prover has stopped");
-    served
+    served.map(|ended| match ended {
+        Ended::Signal(summary) => summary,
+        Ended::Restart { .. } => unreachable!("a restart returned above"),
+    })
+}
+
+/// Queues the jobs an earlier run of this daemon carried over its restart, if it did. The
+/// preload jobs among them are left out: this run's own `--preload-job` proves them again.
+fn resume_carried(table: &JobTable, restarts: Restarts) -> Result<()> {
+    let Some(dir) = std::env::var_os(restart::CARRY_VARIABLE) else { return Ok(()) };
+    let dir = PathBuf::from(dir);
+    if !dir.exists() {
+        // Read by an earlier exec of this same environment (a restart's restart).
+        return Ok(());
+    }
+    let carried = restart::read_carry(&dir)?;
+    let count = carried.len();
+    for job in carried.into_iter().filter(|j| !j.key.starts_with(PRELOAD_KEY_PREFIX)) {
+        tracing::info!(job = %job.id, "carried over the restart: queued again");
+        table.resume(job);
+    }
+    tracing::warn!(restarts = restarts.total, carried = count, "restarted after a GPU broke");
+    Ok(())
+}
+
+/// A thread that watches for a device the prover says needs a restart; sends why on the
+/// channel (once) when one does and a restart is allowed. Ends without sending once the table
+/// closes (a signal's shutdown).
+fn watch_for_broken_gpus(
+    prover: Arc<Prover>,
+    table: Arc<JobTable>,
+    policy: RestartPolicy,
+) -> tokio::sync::oneshot::Receiver<String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("daemon-gpu-watch".into())
+        .spawn(move || {
+            let mut warned = false;
+            while !table.is_closing() {
+                let broken = prover.needs_restart();
+                if !broken.is_empty() {
+                    let why = broken.iter().map(|(gpu, cause)| format!("GPU {gpu}: {cause}")).collect::<Vec<_>>();
+                    let why = why.join("; ");
+                    if policy.allows_now() {
+                        tracing::error!(%why, "a GPU broke for the rest of this process: restarting the daemon");
+                        let _ = tx.send(why);
+                        return;
+                    }
+                    if !warned {
+                        tracing::error!(
+                            %why,
+                            quick_restarts = policy.restarts.quick_in_a_row,
+                            "a GPU broke again soon after each of the last restarts: not restarting; it stays out \
+                             of service (check the GPU, then restart the daemon)"
+                        );
+                        warned = true;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        })
+        .expect("spawning the daemon's GPU watcher");
+    rx
+}
+
+/// Readies the restart: no new jobs and none handed out; the running ones get `grace` to end
+/// (on the GPUs that work; those the broken GPU failed come back to the queue), then are
+/// interrupted and requeued; what is queued then is carried.
+async fn carry_for_restart(table: &JobTable, why: &str, grace: Duration) -> Vec<CarriedJob> {
+    table.hold_for_restart(why);
+    let still_running = |table: &JobTable| table.running();
+    wait_until_not_running(still_running(table), grace).await;
+    let late = still_running(table);
+    for job in &late {
+        table.interrupt(job);
+    }
+    wait_until_not_running(late, grace).await;
+    for job in still_running(table) {
+        tracing::error!(job = %job.id, "a job neither ended nor stopped for the restart: it is lost with this process");
+    }
+    table.take_for_restart()
+}
+
+/// Waits, `within` for all together, until none of `jobs` is running any more.
+async fn wait_until_not_running(jobs: Vec<Arc<Job>>, within: Duration) {
+    let waits: Vec<_> = jobs
+        .iter()
+        .map(|job| {
+            let mut watch = job.subscribe();
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(within, watch.wait_for(|v| v.state != JobState::Running)).await;
+            })
+        })
+        .collect();
+    for wait in waits {
+        let _ = wait.await;
+    }
+}
+
+/// Writes the carried jobs beside the temporary files, stops the prover and replaces the
+/// process. Returns only if that failed, with the error (the carried jobs stay on disk).
+fn restart_now(
+    table: &JobTable,
+    prover: &Prover,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    restarts: Restarts,
+    process_started: Instant,
+    why: &str,
+    carried: Vec<CarriedJob>,
+) -> Result<ShutdownSummary> {
+    let ids: Vec<String> = carried.iter().map(|j| j.id.clone()).collect();
+    let carry = restart::write_carry(&std::env::temp_dir(), carried)?;
+    table.close();
+    // Workers end with their jobs; one stuck in a job that ignored its interrupt is left to
+    // the exec, which ends every thread.
+    for worker in workers {
+        if worker.is_finished() {
+            let _ = worker.join();
+        }
+    }
+    let report = prover.shutdown(Shutdown::Cancel);
+    let next = restarts.after_one_more(process_started.elapsed());
+    tracing::warn!(%why, carried = ?ids, ?report, restart = next.total, "replacing the daemon's process");
+    Err(restart::exec_again(&carry, next))
 }
 
 /// Loads each named key and makes it resident on every device, before the listener exists;
@@ -227,13 +393,16 @@ fn preload_keys(prover: &Prover, params_dir: &Path, srs: &SrsTable, names: &[Key
     Ok(())
 }
 
+/// The idempotency keys of `--preload-job` jobs start with it.
+const PRELOAD_KEY_PREFIX: &str = "preload:";
+
 /// Proves each job file once, before the listener exists; fails on the first that does not
 /// prove (a daemon that cannot prove its own warm-up job should not take calls).
 fn preload(table: &JobTable, jobs: &[PathBuf]) -> Result<()> {
     for path in jobs {
         let request = crate::filecoin::VanillaRequest::read(path)?;
         let (kind, size) = (request.kind(), crate::filecoin::sector_size_name(request.sector_size()));
-        let key = format!("preload:{}", path.display());
+        let key = format!("{PRELOAD_KEY_PREFIX}{}", path.display());
         let submitted = table.submit(&key, [0; 32], request.kind().priority(), request).map_err(|refused| {
             Error::Config(format!("preloading {}: the job table refused it: {refused:?}", path.display()))
         })?;
@@ -243,10 +412,16 @@ fn preload(table: &JobTable, jobs: &[PathBuf]) -> Result<()> {
             .enable_all()
             .build()
             .map_err(|e| Error::io("starting the preload's runtime", e))?;
+        // A GPU that breaks under the job requeues it for the restart: serving then restarts
+        // at once, and the restarted process proves its preload jobs again.
         let view = waiter
-            .block_on(watch.wait_for(|v| v.state.is_final()))
+            .block_on(watch.wait_for(|v| v.state.is_final() || table.is_restarting()))
             .map(|v| v.clone())
             .map_err(|_| Error::Internal("a preload job lost its state channel".into()))?;
+        if table.is_restarting() && !view.state.is_final() {
+            tracing::warn!(path = %path.display(), "a GPU broke during the preload job: the daemon restarts");
+            return Ok(());
+        }
         if view.state != JobState::Succeeded {
             return Err(Error::Config(format!("preloading {}: {kind} {size}: {}", path.display(), view.error)));
         }

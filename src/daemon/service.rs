@@ -32,6 +32,8 @@ pub struct ProvingDaemon {
     /// Largest vanilla blob a submit may carry.
     pub max_vanilla_bytes: usize,
     pub started: Instant,
+    /// Times this daemon replaced itself after a GPU broke (see [`super::restart`]).
+    pub restarts: u32,
 }
 
 pub(crate) fn kind_from_pb(value: i32) -> Result<ProofKind, Status> {
@@ -179,6 +181,9 @@ impl ProvingDaemon {
             Err(SubmitRefused::ShuttingDown) => {
                 Err(Status::unavailable("the daemon is shutting down and takes no new jobs; submit to its successor"))
             }
+            Err(SubmitRefused::Restarting { why }) => Err(Status::unavailable(format!(
+                "the daemon is restarting itself ({why}); its queued jobs carry over: submit again in a few seconds"
+            ))),
         }
     }
 
@@ -203,7 +208,8 @@ impl ProvingDaemon {
         let mut watch = job.subscribe();
         let ended = async {
             // The sender lives with the job, which this call holds: the channel cannot close.
-            let reached = |v: &JobView| v.state.is_final() || (until_started && v.state != JobState::Queued);
+            let reached =
+                |v: &JobView| v.state.is_final() || v.carried || (until_started && v.state != JobState::Queued);
             let view = watch.wait_for(reached).await.map(|v| v.clone());
             view.map_err(|_| Status::internal(format!("job {id} lost its state channel (a bug)")))
         };
@@ -221,6 +227,13 @@ impl ProvingDaemon {
                 }
             }
         };
+        if view.carried && !view.state.is_final() {
+            // The restart ends this process's wait; the job goes on in the next process.
+            return Err(Status::unavailable(format!(
+                "the daemon is restarting (a GPU broke) and job {id} carries over: call AwaitProof for {id} again \
+                 once the daemon serves"
+            )));
+        }
         Ok(result_of(&view))
     }
 
@@ -294,6 +307,7 @@ impl ProvingDaemon {
             proofs_cancelled: counters.cancelled,
             held,
             shutting_down: self.table.is_closing(),
+            restarts: self.restarts,
         }
     }
 

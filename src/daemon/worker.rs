@@ -10,6 +10,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 
 use super::jobs::{Job, JobTable, Outcome};
+use super::restart::RestartPolicy;
 use crate::filecoin::{FilecoinProver, KeyName, ProofKind, VanillaRequest};
 use crate::params::ProvingKey;
 use crate::prover::{ProofHandle, Prover};
@@ -64,6 +65,9 @@ pub struct Workshop {
     pub prover: Arc<Prover>,
     pub params_dir: PathBuf,
     pub srs: Arc<SrsTable>,
+    /// Whether a job that a broken GPU failed waits for the daemon's restart
+    /// ([`super::restart`]) instead of failing.
+    pub restart: RestartPolicy,
 }
 
 /// Starts `count` workers; each exits once the table is closed and its queue is empty.
@@ -75,7 +79,7 @@ pub fn start_workers(shop: Arc<Workshop>, count: usize) -> Vec<std::thread::Join
                 .name(format!("daemon-worker-{i}"))
                 .spawn(move || {
                     while let Some((job, request)) = shop.table.next_job() {
-                        let outcome = prove(&shop, &job, &request);
+                        let outcome = prove(&shop, &job, request);
                         shop.table.finish(&job, outcome);
                     }
                 })
@@ -84,14 +88,14 @@ pub fn start_workers(shop: Arc<Workshop>, count: usize) -> Vec<std::thread::Join
         .collect()
 }
 
-fn prove(shop: &Workshop, job: &Arc<Job>, request: &VanillaRequest) -> Outcome {
+fn prove(shop: &Workshop, job: &Arc<Job>, request: VanillaRequest) -> Outcome {
     let span = tracing::info_span!("job", id = %job.id, kind = %job.kind);
     let _entered = span.enter();
     tracing::info!(queued_for = job.queue_wait().as_secs_f64(), "proving");
     let attach = |handle: &ProofHandle| job.attach(handle);
     // A panic in a circuit or in filecoin-proofs ends this job, not the worker or the daemon.
     let proven = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        FilecoinProver::with_params_dir(&shop.prover, &shop.params_dir)?.on_submitted(&attach).prove_job(request)
+        FilecoinProver::with_params_dir(&shop.prover, &shop.params_dir)?.on_submitted(&attach).prove_job(&request)
     }));
     match proven {
         Ok(Ok(proven)) => {
@@ -103,6 +107,18 @@ fn prove(shop: &Workshop, job: &Arc<Job>, request: &VanillaRequest) -> Outcome {
             timings.total = job.since_submitted().as_secs_f64();
             tracing::info!(seconds = timings.total, "proven and verified");
             Outcome::Proven { proof: proven.bytes, partitions: proven.partitions, timings }
+        }
+        Ok(Err(_)) if job.is_interrupted() => {
+            tracing::info!("interrupted by the daemon's restart: queued again");
+            Outcome::Requeue { request, why: "interrupted by the daemon's restart; it is proven after it".into() }
+        }
+        // Not the job's fault: the GPU broke under it, and the restart gives the GPU back.
+        Ok(Err(err)) if err.breaks_device() && !shop.prover.needs_restart().is_empty() && shop.restart.allows_now() => {
+            tracing::warn!(%err, "the GPU broke under the job: queued again for the daemon's restart");
+            // Held before the requeue, so that no worker takes the job again before the restart
+            // (it would fail at once on the broken GPU, and again, and again).
+            shop.table.hold_for_restart(&format!("a GPU broke: {err}"));
+            Outcome::Requeue { request, why: format!("queued again for the daemon's restart: {err}") }
         }
         Ok(Err(err)) => {
             tracing::warn!(%err, "failed");
