@@ -1,5 +1,6 @@
-//! GPU figures for the kernels, each against a floor measured in the same run and the sppark
-//! reference on an H200. Prints a markdown table (and writes it to $OUT/bench.md when OUT is
+//! GPU figures for the kernels, each against a floor measured in the same run. Peers are not
+//! typed in here: sppark's kernels race these in one process in `peers/supraseal-c2`
+//! (`snarkpipe-vs-supraseal --kernels`, docs/peers.md). Prints a markdown table (and writes it to $OUT/bench.md when OUT is
 //! set). Without a GPU it says so and exits 0. Env: SNARKPIPE_BENCH_MAX_LOG (MSM cap, 24),
 //! SNARKPIPE_BENCH_MIN_LOG (the smallest NTT and MSM, 20 and 16), SNARKPIPE_BENCH_PARTS (which of
 //! `ntt`, `quotient`, `sparse`, `g1`, `g2` run, comma-separated; all by default; the floors
@@ -222,9 +223,9 @@ fn main() {
     let ctx = GpuContext::open(0).expect("open GPU");
     let s = ctx.new_stream().unwrap();
     let mut rows: Vec<String> = Vec::new();
-    let mut row = |what: String, figure: String, floor: String, reference: String| {
-        println!("{what}: {figure} (floor {floor}; sppark {reference})");
-        rows.push(format!("| {what} | {figure} | {floor} | {reference} |"));
+    let mut row = |what: String, figure: String, floor: String| {
+        println!("{what}: {figure} (floor {floor})");
+        rows.push(format!("| {what} | {figure} | {floor} |"));
     };
 
     let htod = s.pinned_htod_bandwidth(1 << 30).unwrap();
@@ -237,62 +238,37 @@ fn main() {
     let rates =
         snarkpipe::backend::ArithmeticRates { fr_mul_per_s: fr_rate, fp_mul_per_s: fp_rate, fp_sqr_per_s: fp_sqr_rate };
     let (g1_add_s, g2_add_s) = (floor::G1_MADD.seconds(&rates), floor::G2_MADD.seconds(&rates));
-    row("pinned HtoD".into(), format!("{:.1} GB/s", htod / 1e9), "55 GB/s (HOPPER.md)".into(), "–".into());
-    row("DtoD copy (r+w)".into(), format!("{:.0} GB/s", dtod / 1e9), "4200 GB/s (HOPPER.md)".into(), "–".into());
-    row("Fr mul rate".into(), format!("{:.1} G/s", fr_rate / 1e9), "–".into(), "–".into());
-    row("Fp mul rate".into(), format!("{:.1} G/s", fp_rate / 1e9), "29 G/s (peak estimate)".into(), "–".into());
-    row("Fp sqr rate".into(), format!("{:.1} G/s", fp_sqr_rate / 1e9), "–".into(), "–".into());
+    row("pinned HtoD".into(), format!("{:.1} GB/s", htod / 1e9), "–".into());
+    row("DtoD copy (r+w)".into(), format!("{:.0} GB/s", dtod / 1e9), "–".into());
+    row("Fr mul rate".into(), format!("{:.1} G/s", fr_rate / 1e9), "–".into());
+    row("Fp mul rate".into(), format!("{:.1} G/s", fp_rate / 1e9), "–".into());
+    row("Fp sqr rate".into(), format!("{:.1} G/s", fp_sqr_rate / 1e9), "–".into());
     let fp_sqr_rate = s.field_mul_rate(ProbeField::FpSquaring, 132 * 2048 * 2, 1000).unwrap();
-    row("Fp squaring rate".into(), format!("{:.1} G/s", fp_sqr_rate / 1e9), "–".into(), "–".into());
+    row("Fp squaring rate".into(), format!("{:.1} G/s", fp_sqr_rate / 1e9), "–".into());
 
-    let sppark_ntt = |l: u32| match l {
-        20 => "0.28 ms",
-        22 => "1.12 ms",
-        24 => "4.73 ms",
-        26 => "23.8 ms",
-        27 => "44.4 ms",
-        _ => "–",
-    };
     for log_n in (min_log.max(20)..=27u32).filter(|_| part("ntt")) {
         let ms = ntt_ms(&s, log_n);
-        // floor: log n passes? no: compute floor = (n/2)·log n Fr muls at the measured rate;
-        // memory floor = 4 passes of read+write at the measured DtoD rate.
+        // Floor: (n/2)·log n Fr multiplications at the measured rate, or four read+write
+        // passes over the data at the measured DtoD rate, whichever is longer.
         let n = (1u64 << log_n) as f64;
         let compute = n / 2.0 * log_n as f64 / fr_rate * 1e3;
         let memory = 4.0 * 2.0 * 32.0 * n / dtod * 1e3;
-        row(
-            format!("NTT 2^{log_n}"),
-            format!("{ms:.2} ms"),
-            format!("{:.2} ms", compute.max(memory)),
-            sppark_ntt(log_n).into(),
-        );
+        row(format!("NTT 2^{log_n}"), format!("{ms:.2} ms"), format!("{:.2} ms", compute.max(memory)));
     }
     // the quotient: its floor is its seven transforms at the NTT's own figure in this run
     for log_n in [24u32, 26, 27].into_iter().filter(|_| part("quotient")) {
         let ntt = ntt_ms(&s, log_n);
         let ms = quotient_ms(&s, log_n);
-        row(
-            format!("quotient h 2^{log_n}"),
-            format!("{ms:.1} ms"),
-            format!("{:.1} ms (7 NTTs)", 7.0 * ntt),
-            "–".into(),
-        );
+        row(format!("quotient h 2^{log_n}"), format!("{ms:.1} ms"), format!("{:.1} ms (7 NTTs)", 7.0 * ntt));
     }
     ctx.clear_caches();
     for log_n in (20..=max_sparse).step_by(2).filter(|_| part("sparse")) {
         match sparse_figures(&ctx, &s, log_n, dtod) {
-            Some((what, figure, floor)) => row(what, figure, floor, "–".into()),
-            None => row(format!("sparse a, b, c 2^{log_n}"), "skipped: does not fit".into(), "–".into(), "–".into()),
+            Some((what, figure, floor)) => row(what, figure, floor),
+            None => row(format!("sparse a, b, c 2^{log_n}"), "skipped: does not fit".into(), "–".into()),
         }
     }
 
-    let sppark_msm = |l: u32| match l {
-        20 => "22.4 ms",
-        22 => "55.1 ms",
-        24 => "162 ms",
-        26 => "567 ms",
-        _ => "–",
-    };
     let g1_all = points::<G1Projective>(if part("g1") { 1 << max_g1 } else { 1 });
     let g1_bases = s.upload(&g1_all).unwrap();
     let mut cpu_note = String::new();
@@ -310,12 +286,7 @@ fn main() {
             let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
             let floor = adds * g1_add_s * 1e3;
             let profile = if bits { "bits" } else { "random" };
-            row(
-                format!("G1 MSM 2^{log_n} {profile}"),
-                format!("{ms:.1} ms"),
-                format!("{floor:.1} ms"),
-                if bits { "–" } else { sppark_msm(log_n) }.into(),
-            );
+            row(format!("G1 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"));
             // Variants of the same MSM: the scatter's window groups (the default is
             // scatter_windows_for(c)), one pass where the default runs several (what the
             // bounded scratch of passes costs), the wide window for bits in passes.
@@ -331,7 +302,7 @@ fn main() {
             }
             let run = |variant| s.msm_g1(&g1_bases, &ds, n, variant).unwrap();
             for (what, figure) in time_variants(variants, &default_result, run) {
-                row(format!("G1 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"), "–".into());
+                row(format!("G1 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"));
             }
             if log_n == 20 && !bits {
                 let t = Instant::now();
@@ -360,18 +331,18 @@ fn main() {
             let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
             let floor = adds * g2_add_s * 1e3;
             let profile = if bits { "bits" } else { "random" };
-            row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"), "–".into());
+            row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"));
             let variants = wide_window_variant(bits, n, opts);
             let run = |variant| s.msm_g2(&g2_bases, &ds, n, variant).unwrap();
             for (what, figure) in time_variants(variants, &default_result, run) {
-                row(format!("G2 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"), "–".into());
+                row(format!("G2 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"));
             }
         }
     }
     let _: Vec<G2Affine> = Vec::new();
 
     let mut table = format!(
-        "GPU: {} (kernels from {:?})\n\n| what | figure | floor | sppark (H200) |\n| --- | --- | --- | --- |\n",
+        "GPU: {} (kernels from {:?})\n\n| what | figure | floor |\n| --- | --- | --- |\n",
         ctx.name(),
         ctx.kernel_source()
     );
