@@ -38,6 +38,14 @@ pub mod synthetic;
 pub mod timeline;
 
 pub use error::{Error, Result};
+
+/// The instant this process started, as far as snarkpipe knows: fixed by the first call. The
+/// `snarkpipe` binary calls it first thing in `main`, so that figures like the bench's
+/// `seconds_to_first_proof` count from the process's start.
+pub fn process_started() -> std::time::Instant {
+    static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(std::time::Instant::now)
+}
 pub use stage::Stage;
 
 /// The scalar field of BLS12-381.

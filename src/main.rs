@@ -32,6 +32,7 @@ enum Command {
 }
 
 fn main() {
+    snarkpipe::process_started();
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("SNARKPIPE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
         .with_writer(std::io::stderr)

@@ -46,6 +46,23 @@ fn a_streamed_run_verifies_every_partition_and_counts_each_on_the_timeline() {
     assert!(report.budget.back_to_capacity);
 }
 
+/// The first proof is timed from the process's start, after every step before it (the prover's
+/// start and the key at least); `--no-floors` leaves out the floors' microbenchmarks, which
+/// the run measures otherwise.
+#[test]
+fn the_first_proof_is_timed_from_the_process_start_and_the_floors_can_be_left_out() {
+    let before = snarkpipe::process_started().elapsed().as_secs_f64();
+    let report = bench("--partitions 2");
+    let first = report.seconds_to_first_proof.expect("no first proof time");
+    let after = snarkpipe::process_started().elapsed().as_secs_f64();
+    assert!(first > before + report.seconds_prover_start + report.seconds_key, "{first} s: {report:?}");
+    assert!(first < after, "{first} s is later than the run's end ({after} s)");
+    assert!(report.host_floors.is_some(), "the floors were not measured");
+    let bare = bench("--partitions 2 --no-floors");
+    assert!(bare.host_floors.is_none() && bare.device_floor.is_none());
+    assert_eq!(bare.verified, 2);
+}
+
 #[test]
 fn the_warm_up_pins_staging_for_every_partition_in_flight_and_no_warm_up_pins_none() {
     let warm = bench("--partitions 3 --in-flight 2 --staging copy");

@@ -54,26 +54,32 @@ fn a_source_that_does_not_compile_is_a_device_error_with_nvrtc_s_log() {
     }
 }
 
-/// What NVRTC compiled is kept for the next process: the second compile of a module through
-/// the same cache directory is read, not compiled, and is the same PTX; another source is
-/// compiled. The cache's own checks (damaged and foreign files) are unit tests of the module.
+/// What NVRTC compiled is kept for the next process, as machine code: the first compile of a
+/// module is a cubin (an ELF image for sm_90, holding the kernel's name), the second through the
+/// same cache directory is read, not compiled, and is the same bytes; another source, or
+/// another architecture, is compiled. The cache's own checks (damaged and foreign files) are
+/// unit tests of the module.
 #[test]
-fn nvrtc_output_is_read_back_from_the_kernel_cache() {
+fn nvrtc_output_is_read_back_from_the_kernel_cache_as_a_cubin() {
     let dir = tempfile::tempdir().unwrap();
-    let source = "extern \"C\" __global__ void k(int* x) { *x = 7; }";
+    let source = "extern \"C\" __global__ void k_cached(int* x) { *x = 7; }";
     let first = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", source, (9, 0));
     if !available(&first) {
         return;
     }
-    let (ptx, outcome) = first.unwrap();
+    let (cubin, outcome) = first.unwrap();
     assert_eq!(outcome, CacheOutcome::Compiled);
-    assert!(ptx.contains(".entry k("), "{ptx}");
+    assert_eq!(&cubin[..4], b"\x7fELF", "not a cubin");
+    assert!(cubin.windows(8).any(|w| w == b"k_cached"), "the kernel is not in the cubin");
     let again = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", source, (9, 0)).unwrap();
-    assert_eq!(again, (ptx.clone(), CacheOutcome::Hit));
+    assert_eq!(again, (cubin.clone(), CacheOutcome::Hit));
     let other = source.replace('7', "8");
-    let (other_ptx, outcome) = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", &other, (9, 0)).unwrap();
+    let (other_cubin, outcome) = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", &other, (9, 0)).unwrap();
     assert_eq!(outcome, CacheOutcome::Compiled);
-    assert_ne!(other_ptx, ptx);
+    assert_ne!(other_cubin, cubin);
+    let (ampere, outcome) = nvrtc_compile_cached(&KernelCache::at(dir.path()), "cached", source, (8, 0)).unwrap();
+    assert_eq!(outcome, CacheOutcome::Compiled);
+    assert_ne!(ampere, cubin, "an sm_80 cubin equal to the sm_90 one");
 }
 
 /// `SNARKPIPE_KERNELS` names where a GPU's kernels come from; anything else is refused with

@@ -224,6 +224,7 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         device_startup: prover.devices().iter().filter_map(|d| d.info().startup).collect(),
         seconds_key: first_key_load_seconds,
         seconds_warm_up: 0.0,
+        seconds_to_first_proof: None,
         staging_bytes_pinned: 0,
         warm_up_error: None,
         seconds_total,

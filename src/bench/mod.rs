@@ -96,6 +96,11 @@ pub struct BenchArgs {
     /// Start cold: no key preload and no pinned staging buffers before the clock starts.
     #[arg(long)]
     pub no_warm_up: bool,
+    /// Skip measuring the host's staging rates and the device's multiplication rates (the
+    /// floors): about two seconds of microbenchmarks that a user's first proof never pays, so
+    /// `seconds_to_first_proof` is the user's figure.
+    #[arg(long)]
+    pub no_floors: bool,
     /// How partitions' large host vectors are page-locked for upload: copied into pooled
     /// pinned buffers (copy) or registered where they are (in-place).
     #[arg(long, value_enum, default_value = "copy")]
@@ -240,6 +245,10 @@ pub struct BenchReport {
     pub staging_bytes_pinned: u64,
     /// Why the warm-up failed, if it did (the run then started cold).
     pub warm_up_error: Option<String>,
+    /// From the process's start ([`crate::process_started`]) to the first request's proof:
+    /// what a user waits for a process's first proof, with the bench's own setup (the key,
+    /// the witnesses, and the floors unless `--no-floors`) inside it.
+    pub seconds_to_first_proof: Option<f64>,
     /// From the first submission to the last proof, after the warm-up and with the witnesses
     /// made (the stream cycles through `min(partitions, devices·(in_flight + 2))` distinct ones).
     pub seconds_total: f64,
@@ -409,6 +418,8 @@ pub struct ScalingFigures {
 /// What came back from streaming the partitions.
 struct Streamed {
     outcomes: Vec<Result<bellperson::groth16::Proof<blstrs::Bls12>>>,
+    /// When the first request's outcomes were in.
+    first_done: Option<Instant>,
     /// Whose work each outcome came from (its request, partition and last attempt).
     scopes: Vec<FaultScope>,
     public_inputs: Vec<Vec<blstrs::Scalar>>,
@@ -435,8 +446,10 @@ fn stream_partitions(
     let mut outcomes = Vec::with_capacity(partitions);
     let mut public_inputs = Vec::with_capacity(partitions);
     let mut scopes = Vec::with_capacity(partitions);
+    let mut first_done = None;
     let mut settle = |handle: crate::prover::ProofHandle, outcomes: &mut Vec<_>| {
         outcomes.extend(handle.wait_each());
+        first_done.get_or_insert_with(Instant::now);
         scopes.extend(handle.attempts().into_iter().enumerate().map(|(partition, attempt)| FaultScope {
             request: handle.id(),
             partition,
@@ -463,7 +476,7 @@ fn stream_partitions(
     while let Some(oldest) = pending.pop_front() {
         settle(oldest, &mut outcomes);
     }
-    Ok(Streamed { outcomes, scopes, public_inputs, seconds: started.elapsed().as_secs_f64() })
+    Ok(Streamed { outcomes, first_done, scopes, public_inputs, seconds: started.elapsed().as_secs_f64() })
 }
 
 /// Times a parallel copy of `values` into page-locked memory, and page-locking a copy of it
@@ -599,18 +612,22 @@ fn stream_on(
         false => Vec::new(),
     };
     let seconds_warm_up = warm_started.elapsed().as_secs_f64();
-    let host_floors = witnesses.first().and_then(|witness| match measure_host_floors(prover, &witness.a) {
-        Ok(floors) => Some(floors),
-        Err(err) => {
-            tracing::warn!(%err, "measuring the host's staging rates failed");
-            None
+    let host_floors = witnesses.first().filter(|_| !args.no_floors).and_then(|witness| {
+        match measure_host_floors(prover, &witness.a) {
+            Ok(floors) => Some(floors),
+            Err(err) => {
+                tracing::warn!(%err, "measuring the host's staging rates failed");
+                None
+            }
         }
     });
-    let device_floor = witnesses.first().and_then(|witness| match measure_device_floor(prover, witness, args.log_n) {
-        Ok(floor) => floor,
-        Err(err) => {
-            tracing::warn!(%err, "measuring the device's multiplication rates failed");
-            None
+    let device_floor = witnesses.first().filter(|_| !args.no_floors).and_then(|witness| {
+        match measure_device_floor(prover, witness, args.log_n) {
+            Ok(floor) => floor,
+            Err(err) => {
+                tracing::warn!(%err, "measuring the device's multiplication rates failed");
+                None
+            }
         }
     });
 
@@ -631,6 +648,8 @@ fn stream_on(
         bar.finish_and_clear();
     }
     let seconds_total = streamed.seconds;
+    let seconds_to_first_proof =
+        streamed.first_done.map(|at| at.duration_since(crate::process_started()).as_secs_f64());
 
     let proofs_checked = spec.verifies();
     let pvk = key.prepared_vk();
@@ -689,6 +708,7 @@ fn stream_on(
         device_startup: prover.devices().iter().filter_map(|d| d.info().startup).collect(),
         seconds_key: 0.0,
         seconds_warm_up,
+        seconds_to_first_proof,
         staging_bytes_pinned,
         warm_up_error,
         seconds_total,
@@ -908,6 +928,9 @@ pub fn describe(report: &BenchReport) -> String {
         "  key {:.1} s, warm-up {:.1} s ({} bytes of staging pinned)\n",
         report.seconds_key, report.seconds_warm_up, report.staging_bytes_pinned
     );
+    if let Some(first) = report.seconds_to_first_proof {
+        out += &format!("  first proof {first:.2} s after the process started\n");
+    }
     out += &format!("  {:.3} s total, {:.3} s per partition\n", report.seconds_total, report.seconds_per_partition);
     if let Some(scaling) = &report.scaling {
         out += &format!(

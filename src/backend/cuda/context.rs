@@ -203,12 +203,12 @@ impl GpuContext {
                 (Some(KernelSource::Ptx), _, _, Some(ptx)) => (Ptx::from_src(ptx), KernelSource::Ptx),
                 (Some(KernelSource::Ptx), _, _, None) => return Err(not_embedded("PTX")),
                 (Some(KernelSource::Nvrtc), ..) => {
-                    (nvrtc_ptx(ordinal, embedded.name, embedded.source, cc, &mut all_cached)?, KernelSource::Nvrtc)
+                    (nvrtc_module(ordinal, embedded.name, embedded.source, cc, &mut all_cached)?, KernelSource::Nvrtc)
                 }
                 (None, (9, 0), Some(cubin), _) => (Ptx::from_binary(cubin.to_vec()), KernelSource::Cubin),
                 (None, _, _, Some(ptx)) if cc.0 >= 9 => (Ptx::from_src(ptx), KernelSource::Ptx),
                 (None, ..) => {
-                    (nvrtc_ptx(ordinal, embedded.name, embedded.source, cc, &mut all_cached)?, KernelSource::Nvrtc)
+                    (nvrtc_module(ordinal, embedded.name, embedded.source, cc, &mut all_cached)?, KernelSource::Nvrtc)
                 }
             };
             if source != KernelSource::Cubin {
@@ -359,32 +359,42 @@ pub fn nvrtc_compile_source(name: &str, source: &str, cc: (i32, i32)) -> Result<
     nvrtc_compile(0, name, source, cc).map(|ptx| ptx.to_src())
 }
 
-/// Compiles one source with NVRTC through `cache`, as a GPU context does through the cache the
-/// environment names ([`KernelCache::from_env`]): the PTX, and whether it was read or compiled.
+/// Compiles one source with NVRTC to a cubin for compute capability `cc` through `cache`, as a
+/// GPU context does through the cache the environment names ([`KernelCache::from_env`]): the
+/// cubin, and whether it was read or compiled.
 pub fn nvrtc_compile_cached(
     cache: &KernelCache,
     name: &str,
     source: &str,
     cc: (i32, i32),
-) -> Result<(String, CacheOutcome)> {
+) -> Result<(Vec<u8>, CacheOutcome)> {
     let version = raw::nvrtc_version()
         .ok_or_else(|| Error::BackendUnavailable("the NVRTC library (libnvrtc) was not found".into()))?;
-    cache.ptx(name, source, cc, version, || nvrtc_compile(0, name, source, cc).map(|ptx| ptx.to_src()))
+    cache.image(name, source, cc, version, "cubin", || nvrtc_compile_cubin(0, name, source, cc))
 }
 
-/// A kernel module's PTX for a GPU the build has no code for: from the kernel cache when the
-/// environment names one and it holds this module's, else compiled by NVRTC (and cached).
-/// Clears `all_cached` unless the PTX came from the cache.
-fn nvrtc_ptx(ordinal: usize, name: &str, source: &str, cc: (i32, i32), all_cached: &mut bool) -> Result<Ptx> {
+/// A kernel module's machine code for a GPU the build has no code for: from the kernel cache
+/// when the environment names one and it holds this module's, else compiled by NVRTC for the
+/// GPU's own architecture (and cached). A cubin, not PTX, so that the driver has nothing left
+/// to compile. Clears `all_cached` unless it came from the cache.
+fn nvrtc_module(ordinal: usize, name: &str, source: &str, cc: (i32, i32), all_cached: &mut bool) -> Result<Ptx> {
     let (Some(cache), Some(version)) = (KernelCache::from_env(), raw::nvrtc_version()) else {
         *all_cached = false;
-        return nvrtc_compile(ordinal, name, source, cc);
+        return nvrtc_compile_cubin(ordinal, name, source, cc).map(Ptx::from_binary);
     };
-    let compile = || nvrtc_compile(ordinal, name, source, cc).map(|ptx| ptx.to_src());
-    let (ptx, outcome) = cache.ptx(name, source, cc, version, compile)?;
-    tracing::debug!(module = name, cache = %cache.dir().display(), ?outcome, "kernel PTX");
+    let compile = || nvrtc_compile_cubin(ordinal, name, source, cc);
+    let (cubin, outcome) = cache.image(name, source, cc, version, "cubin", compile)?;
+    tracing::debug!(module = name, cache = %cache.dir().display(), ?outcome, "kernel cubin");
     *all_cached &= outcome == CacheOutcome::Hit;
-    Ok(Ptx::from_src(ptx))
+    Ok(Ptx::from_binary(cubin))
+}
+
+fn nvrtc_compile_cubin(ordinal: usize, name: &str, source: &str, cc: (i32, i32)) -> Result<Vec<u8>> {
+    raw::nvrtc_cubin(name, source, &format!("sm_{}{}", cc.0, cc.1)).map_err(|log| Error::Device {
+        device: ordinal,
+        operation: "compile kernels with NVRTC",
+        message: format!("{name}: {log}"),
+    })
 }
 
 fn nvrtc_compile(ordinal: usize, name: &str, source: &str, cc: (i32, i32)) -> Result<Ptx> {

@@ -3,13 +3,15 @@
 //! A binary built without nvcc compiles its kernels with NVRTC when a process first opens a
 //! GPU: tens of seconds before the first proof (27 s for a first `bench` on a fresh H200, in
 //! `shared/GPU.md`). A node that starts a process per proof, or a daemon that restarts, would
-//! pay that every time. With the PTX kept here only the first process on a machine compiles;
-//! the driver's own cache then keeps the machine code it makes from the PTX.
+//! pay that every time. With NVRTC's output kept here only the first process on a machine
+//! compiles. The backend keeps a cubin (machine code for the GPU found), not PTX: PTX would
+//! still cost the driver a JIT compile in every process (11.8 s of the H200's 14.6 s first
+//! proof with cached PTX, BENCHMARKS.md).
 //!
 //! A cache file is never trusted blindly: its first line names the key it was written for
-//! (a digest of the module's name, its source, the compute capability, the NVRTC version and
-//! this format) and a digest of the PTX after it. A file that does not match both, truncated
-//! or another build's, is compiled afresh and replaced, never loaded.
+//! (a digest of the module's name, its source, the compute capability, the NVRTC version, the
+//! form (cubin or PTX) and this format) and a digest of the bytes after it. A file that does
+//! not match both, truncated or another build's, is compiled afresh and replaced, never loaded.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::{Error, Result};
 
 /// Bumped when what goes into the key or the file changes.
-const FORMAT: &str = "snarkpipe-ptx-v1";
+const FORMAT: &str = "snarkpipe-kernel-v2";
 
 /// Where compiled kernels are kept.
 #[derive(Debug, Clone)]
@@ -63,11 +65,7 @@ impl KernelCache {
         &self.dir
     }
 
-    /// The PTX of module `name` (its `source`) for compute capability `cc` and the NVRTC
-    /// version `nvrtc`: read from the cache when its file holds exactly this, else `compile`d
-    /// and written there (through a temporary file renamed into place, so a reader never sees
-    /// half a file). A compile error is returned as it is; a cache that cannot be written is
-    /// only logged, since the PTX is in hand.
+    /// The PTX of module `name`: [`KernelCache::image`] of form `ptx`.
     pub fn ptx(
         &self,
         name: &str,
@@ -76,11 +74,32 @@ impl KernelCache {
         nvrtc: (i32, i32),
         compile: impl FnOnce() -> Result<String>,
     ) -> Result<(String, CacheOutcome)> {
-        let key = cache_key(name, source, cc, nvrtc);
-        let path = self.dir.join(format!("{name}-sm{}{}-{}.ptx", cc.0, cc.1, &key[..16]));
-        let outcome = match std::fs::read_to_string(&path) {
-            Ok(text) => match checked_body(&text, &key) {
-                Ok(ptx) => return Ok((ptx.to_string(), CacheOutcome::Hit)),
+        let (bytes, outcome) = self.image(name, source, cc, nvrtc, "ptx", || compile().map(String::into_bytes))?;
+        let ptx = String::from_utf8(bytes).map_err(|_| {
+            Error::Internal(format!("the cached PTX of {name} is not text although it passed its digest"))
+        })?;
+        Ok((ptx, outcome))
+    }
+
+    /// The compiled image (`form`: `cubin` or `ptx`) of module `name` (its `source`) for
+    /// compute capability `cc` and the NVRTC version `nvrtc`: read from the cache when its file
+    /// holds exactly this, else `compile`d and written there (through a temporary file renamed
+    /// into place, so a reader never sees half a file). A compile error is returned as it is;
+    /// a cache that cannot be written is only logged, since the image is in hand.
+    pub fn image(
+        &self,
+        name: &str,
+        source: &str,
+        cc: (i32, i32),
+        nvrtc: (i32, i32),
+        form: &str,
+        compile: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<(Vec<u8>, CacheOutcome)> {
+        let key = cache_key(name, source, cc, nvrtc, form);
+        let path = self.dir.join(format!("{name}-sm{}{}-{}.{form}", cc.0, cc.1, &key[..16]));
+        let outcome = match std::fs::read(&path) {
+            Ok(bytes) => match checked_body(&bytes, &key) {
+                Ok(image) => return Ok((image.to_vec(), CacheOutcome::Hit)),
                 Err(why) => CacheOutcome::Replaced(format!("{}: {why}", path.display())),
             },
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => CacheOutcome::Compiled,
@@ -89,23 +108,23 @@ impl KernelCache {
         if let CacheOutcome::Replaced(why) = &outcome {
             tracing::warn!(%why, "a cached kernel was not used; compiling it again");
         }
-        let ptx = compile()?;
-        if let Err(err) = self.write(&path, &key, &ptx) {
+        let image = compile()?;
+        if let Err(err) = self.write(&path, &key, &image) {
             tracing::warn!(%err, "compiled kernels not cached; the next process compiles them again");
         }
-        Ok((ptx, outcome))
+        Ok((image, outcome))
     }
 
-    fn write(&self, path: &Path, key: &str, ptx: &str) -> Result<()> {
+    fn write(&self, path: &Path, key: &str, image: &[u8]) -> Result<()> {
         let io = |what: &str| {
             let what = format!("{what} {}", path.display());
             move |e| Error::io(what, e)
         };
         std::fs::create_dir_all(&self.dir).map_err(io("creating the kernel cache for"))?;
-        let temporary = path.with_extension(format!("ptx.{}.tmp", std::process::id()));
+        let temporary = path.with_extension(format!("{}.tmp", std::process::id()));
         let mut file = std::fs::File::create(&temporary).map_err(io("creating"))?;
-        let written = writeln!(file, "// {FORMAT} {key} {}", digest(ptx.as_bytes()))
-            .and_then(|()| file.write_all(ptx.as_bytes()))
+        let written = writeln!(file, "// {FORMAT} {key} {}", digest(image))
+            .and_then(|()| file.write_all(image))
             .and_then(|()| file.sync_all());
         if let Err(err) = written.and_then(|()| std::fs::rename(&temporary, path)) {
             let _ = std::fs::remove_file(&temporary);
@@ -115,10 +134,10 @@ impl KernelCache {
     }
 }
 
-/// The key a module's PTX is cached under.
-fn cache_key(name: &str, source: &str, cc: (i32, i32), nvrtc: (i32, i32)) -> String {
+/// The key a module's compiled image is cached under.
+fn cache_key(name: &str, source: &str, cc: (i32, i32), nvrtc: (i32, i32), form: &str) -> String {
     let mut hasher = Sha256::new();
-    for part in [FORMAT, name, &format!("sm_{}{} nvrtc {}.{}", cc.0, cc.1, nvrtc.0, nvrtc.1), source] {
+    for part in [FORMAT, name, &format!("sm_{}{} nvrtc {}.{} {form}", cc.0, cc.1, nvrtc.0, nvrtc.1), source] {
         hasher.update((part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());
     }
@@ -129,9 +148,11 @@ fn digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The PTX of a cache file's text, if its header names `key` and the digest of what follows.
-fn checked_body<'t>(text: &'t str, key: &str) -> std::result::Result<&'t str, &'static str> {
-    let (header, body) = text.split_once('\n').ok_or("no header line")?;
+/// The image in a cache file, if its header line names `key` and the digest of what follows.
+fn checked_body<'b>(bytes: &'b [u8], key: &str) -> std::result::Result<&'b [u8], &'static str> {
+    let end = bytes.iter().position(|&b| b == b'\n').ok_or("no header line")?;
+    let (header, body) =
+        (std::str::from_utf8(&bytes[..end]).map_err(|_| "a header that is not text")?, &bytes[end + 1..]);
     let mut fields = header.strip_prefix("// ").ok_or("not a snarkpipe kernel cache file")?.split(' ');
     if fields.next() != Some(FORMAT) {
         return Err("written by another version of the cache");
@@ -139,8 +160,8 @@ fn checked_body<'t>(text: &'t str, key: &str) -> std::result::Result<&'t str, &'
     if fields.next() != Some(key) {
         return Err("another module, source, architecture or NVRTC version");
     }
-    if fields.next() != Some(digest(body.as_bytes()).as_str()) {
-        return Err("its PTX does not match its digest (truncated or altered)");
+    if fields.next() != Some(digest(body).as_str()) {
+        return Err("its image does not match its digest (truncated or altered)");
     }
     Ok(body)
 }
@@ -198,8 +219,12 @@ mod tests {
         let damages = [
             written.replace("GOOD PTX", "GOOD PT"),
             written.replace("GOOD PTX", "EVIL PTX"),
-            written.replacen(FORMAT, "snarkpipe-ptx-v0", 1),
-            written.replacen(&cache_key("ntt", "source", CC, NVRTC), &cache_key("ntt", "other", CC, NVRTC), 1),
+            written.replacen(FORMAT, "snarkpipe-ptx-v1", 1),
+            written.replacen(
+                &cache_key("ntt", "source", CC, NVRTC, "ptx"),
+                &cache_key("ntt", "other", CC, NVRTC, "ptx"),
+                1,
+            ),
             String::new(),
         ];
         for damaged in damages {
@@ -209,6 +234,37 @@ mod tests {
             assert!(matches!(outcome, CacheOutcome::Replaced(_)), "{damaged:?}: {outcome:?}");
             assert_eq!(std::fs::read_to_string(&file).unwrap(), written, "the file was not replaced");
         }
+    }
+
+    #[test]
+    fn a_binary_image_round_trips_and_each_form_has_its_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = KernelCache::at(dir.path());
+        // A cubin holds NUL bytes and newlines: the file must give back exactly these bytes.
+        let cubin: Vec<u8> = [b"\x7fELF\0\n\n".as_slice(), &(0..=255u8).collect::<Vec<_>>()].concat();
+        let calls = Cell::new(0);
+        let compile = || {
+            calls.set(calls.get() + 1);
+            Ok(cubin.clone())
+        };
+        assert_eq!(cache.image("msm", "source", CC, NVRTC, "cubin", compile).unwrap().1, CacheOutcome::Compiled);
+        let (back, outcome) = cache.image("msm", "source", CC, NVRTC, "cubin", || unreachable!()).unwrap();
+        assert_eq!((back, outcome), (cubin.clone(), CacheOutcome::Hit));
+        // The PTX of the same module is another entry, compiled on its own.
+        let (ptx, outcome) = cache.ptx("msm", "source", CC, NVRTC, compiler(&calls, "PTX")).unwrap();
+        assert_eq!((ptx.as_str(), outcome), ("PTX", CacheOutcome::Compiled));
+        assert_eq!((calls.get(), std::fs::read_dir(dir.path()).unwrap().count()), (2, 2));
+        // A truncated cubin is compiled again, never loaded.
+        let file = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "cubin"))
+            .unwrap();
+        let bytes = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &bytes[..bytes.len() - 1]).unwrap();
+        let (again, outcome) = cache.image("msm", "source", CC, NVRTC, "cubin", || Ok(cubin.clone())).unwrap();
+        assert_eq!(again, cubin);
+        assert!(matches!(&outcome, CacheOutcome::Replaced(why) if why.contains("digest")), "{outcome:?}");
     }
 
     #[test]

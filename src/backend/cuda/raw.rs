@@ -72,3 +72,46 @@ pub unsafe fn primary_context_reset(ordinal: usize) -> Result<(), DriverError> {
     sys::cuDeviceGet(&mut device, ordinal as std::ffi::c_int).result()?;
     sys::cuDevicePrimaryCtxReset_v2(device).result()
 }
+
+/// Compiles `source` with NVRTC straight to machine code (a cubin) for `arch` (`sm_90`), so
+/// that loading it costs the driver no JIT compile, unlike PTX. Err carries NVRTC's log.
+/// cudarc's safe layer only returns PTX.
+pub fn nvrtc_cubin(name: &str, source: &str, arch: &str) -> std::result::Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result, sys as nvrtc};
+    use std::ffi::{CStr, CString};
+    if !nvrtc_present() {
+        return Err("the NVRTC library (libnvrtc) was not found".into());
+    }
+    let source = CString::new(source).map_err(|_| "the source holds a NUL byte".to_string())?;
+    let file = CString::new(format!("{name}.cu")).map_err(|_| "the name holds a NUL byte".to_string())?;
+    let program = result::create_program(&source, Some(&file)).map_err(|e| format!("creating the program: {e:?}"))?;
+    let options = [format!("--gpu-architecture={arch}")];
+    // SAFETY: `program` was just created and is destroyed once, below, after its last use;
+    // `source` and `file` outlive it. The cubin buffer is sized by NVRTC's own size query.
+    let compiled = unsafe {
+        match result::compile_program(program, &options) {
+            Ok(()) => {
+                let mut size = 0usize;
+                let sized = nvrtc::nvrtcGetCUBINSize(program, &mut size);
+                let mut cubin = vec![0u8; size];
+                let copied = match sized {
+                    nvrtc::nvrtcResult::NVRTC_SUCCESS => nvrtc::nvrtcGetCUBIN(program, cubin.as_mut_ptr().cast()),
+                    failed => failed,
+                };
+                match copied {
+                    nvrtc::nvrtcResult::NVRTC_SUCCESS => Ok(cubin),
+                    failed => Err(format!("reading the cubin: {failed:?}")),
+                }
+            }
+            Err(err) => {
+                let log = result::get_program_log(program)
+                    .map(|log| CStr::from_ptr(log.as_ptr()).to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Err(format!("{err:?} ({options:?}): {log}"))
+            }
+        }
+    };
+    // SAFETY: created above and not destroyed before.
+    let _ = unsafe { result::destroy_program(program) };
+    compiled
+}
