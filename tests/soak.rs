@@ -48,6 +48,8 @@ const HANG_BOUND: Duration = Duration::from_secs(300);
 /// this small is full well before the first measurement, so that the measurements compare a
 /// warm prover with itself rather than with a ring still filling.
 const TIMELINE_SPANS: usize = 4_096;
+/// Partitions between two readings of the resident memory along the way (printed).
+const CHECKPOINT_EVERY: usize = 1_000;
 
 const PRIORITIES: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Critical];
 
@@ -177,6 +179,7 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
     let mut outstanding: VecDeque<Submitted> = VecDeque::new();
     let mut submitted = 0;
     let mut warm: Option<(u64, f64)> = None;
+    let mut checkpoints: Vec<(usize, u64)> = Vec::new();
     while submitted < partitions {
         let count = rng.gen_range(1..=6).min(partitions - submitted);
         let which = rng.gen_range(0..shapes.len());
@@ -226,6 +229,11 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
             outstanding.drain(..).for_each(|r| tally.collect(r, &shapes, prover.faults()));
             warm = Some((resident_bytes(), started.elapsed().as_secs_f64()));
         }
+        // The resident memory along the way, so that a leak shows as a slope and not only in
+        // the end's figure.
+        if submitted / CHECKPOINT_EVERY > checkpoints.len() {
+            checkpoints.push((submitted, resident_bytes()));
+        }
     }
     outstanding.drain(..).for_each(|r| tally.collect(r, &shapes, prover.faults()));
     let wall = started.elapsed().as_secs_f64();
@@ -251,6 +259,8 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
     eprintln!("  preloads/evicts   {} / {}", tally.preloads, tally.evictions);
     eprintln!("  RSS after {WARM_PARTITIONS}   {:.1} MiB (at {warm_at:.1} s)", mib(warm_bytes));
     eprintln!("  RSS at the end    {:.1} MiB", mib(end_bytes));
+    let along: Vec<String> = checkpoints.iter().map(|(n, b)| format!("{n}: {:.1}", mib(*b))).collect();
+    eprintln!("  RSS along the way {} (MiB, busy)", along.join(", "));
     eprintln!("  RSS growth        {:+.2} % (at most {:.0} %)", growth * 100.0, MAX_RSS_GROWTH * 100.0);
     eprintln!("  wall time         {wall:.1} s, {:.1} partitions/s", tally.partitions as f64 / wall);
     eprintln!("──────────────────────────────────────────────────");
