@@ -61,18 +61,8 @@ pub struct JobView {
 
 /// How a job ended, as the worker reports it.
 pub enum Outcome {
-    Proven {
-        proof: Vec<u8>,
-        partitions: usize,
-        timings: ProofTimings,
-    },
+    Proven { proof: Vec<u8>, partitions: usize, timings: ProofTimings },
     Failed(String),
-    /// Not the job's own failure: the GPU it ran on broke (or the restart interrupted it).
-    /// It goes back to the queue with its request, to be proven by the restarted daemon.
-    Requeue {
-        request: VanillaRequest,
-        why: String,
-    },
 }
 
 /// A queued job as the restart carries it into the next process: everything that makes it the
@@ -420,28 +410,6 @@ impl JobTable {
         job.inner.lock().handle = None;
         let mut state = self.state.lock();
         state.running -= 1;
-        let outcome = match outcome {
-            // A client's cancel wins over a requeue: the job ends as it was asked to.
-            Outcome::Requeue { why, .. } if cancelled.is_some() => Outcome::Failed(why),
-            Outcome::Requeue { request, why } => {
-                let mut inner = job.inner.lock();
-                inner.request = Some(request);
-                inner.started = None;
-                inner.interrupted = false;
-                drop(inner);
-                state.queued += 1;
-                state.queue.push((job.priority, Reverse(job.order), job.id.clone()));
-                job.update(|v| {
-                    v.state = JobState::Queued;
-                    v.started_at_ms = 0;
-                    v.error = why;
-                });
-                drop(state);
-                self.work.notify_one();
-                return;
-            }
-            other => other,
-        };
         let end = match outcome {
             Outcome::Proven { proof, partitions, timings } => {
                 state.counters.completed += 1;
@@ -466,7 +434,6 @@ impl JobTable {
                 job.update(|v| v.error = error);
                 end
             }
-            Outcome::Requeue { .. } => unreachable!("handled above"),
         };
         job.update(|v| {
             v.state = end;
@@ -474,6 +441,32 @@ impl JobTable {
         });
         state.finished.push_back((Instant::now(), job.id.clone()));
         self.prune(&mut state);
+    }
+
+    /// Puts a running job back in the queue with its request: not its own failure, the GPU it
+    /// ran on broke (or the restart interrupted it), so the restarted daemon proves it. A job a
+    /// client asked to stop ends cancelled instead.
+    pub fn requeue(&self, job: &Job, request: VanillaRequest, why: &str) {
+        if job.cancel_reason().is_some() {
+            return self.finish(job, Outcome::Failed(why.to_string()));
+        }
+        let mut state = self.state.lock();
+        let mut inner = job.inner.lock();
+        inner.request = Some(request);
+        inner.handle = None;
+        inner.started = None;
+        inner.interrupted = false;
+        drop(inner);
+        state.running -= 1;
+        state.queued += 1;
+        state.queue.push((job.priority, Reverse(job.order), job.id.clone()));
+        job.update(|v| {
+            v.state = JobState::Queued;
+            v.started_at_ms = 0;
+            v.error = why.to_string();
+        });
+        drop(state);
+        self.work.notify_one();
     }
 
     /// Asks a job to stop: a queued one ends cancelled at once, a running one stops at its
@@ -755,7 +748,7 @@ mod tests {
         let (running, request_a) = jobs.next_job().unwrap();
         assert_eq!(running.id, a.id);
         jobs.hold_for_restart("GPU 0 broke");
-        jobs.finish(&running, Outcome::Requeue { request: request_a, why: "GPU 0 broke".into() });
+        jobs.requeue(&running, request_a, "GPU 0 broke");
         assert_eq!((a.view().state, a.view().error.as_str()), (JobState::Queued, "GPU 0 broke"));
         assert!(jobs.next_job().is_none(), "a held table handed out a job");
         let refused = jobs.submit("d", [4; 32], Priority::Normal, request("window-post")).err();
@@ -791,7 +784,7 @@ mod tests {
         let a = jobs.submit("a", [1; 32], Priority::Normal, request("window-post")).unwrap().job;
         let (running, request_a) = jobs.next_job().unwrap();
         assert_eq!(jobs.cancel(&a, "stop"), JobState::Running);
-        jobs.finish(&running, Outcome::Requeue { request: request_a, why: "GPU 0 broke".into() });
+        jobs.requeue(&running, request_a, "GPU 0 broke");
         assert_eq!((a.view().state, a.view().error.as_str()), (JobState::Cancelled, "stop"));
         assert!(jobs.take_for_restart().is_empty());
     }

@@ -243,9 +243,13 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         }
         Ok::<_, Error>(done_rx.await.unwrap_or(Ended::Signal(ShutdownSummary::default())))
     });
-    if let Ok(Ended::Restart { why, carried }) = served {
-        return restart_now(&table, &prover, workers, restarts, process_started, &why, carried);
-    }
+    let summary = match served {
+        Ok(Ended::Restart { why, carried }) => {
+            return restart_now(&table, &prover, workers, restarts, process_started, &why, carried)
+        }
+        Ok(Ended::Signal(summary)) => Ok(summary),
+        Err(err) => Err(err),
+    };
     // Whatever ended the server (a signal, or a listener that failed), the workers stop once
     // the queue is empty; after a signal it already is.
     table.close();
@@ -254,10 +258,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     }
     let report = prover.shutdown(Shutdown::Cancel);
     tracing::info!(?report, "the prover has stopped");
-    served.map(|ended| match ended {
-        Ended::Signal(summary) => summary,
-        Ended::Restart { .. } => unreachable!("a restart returned above"),
-    })
+    summary
 }
 
 /// Queues the jobs an earlier run of this daemon carried over its restart, if it did. The
@@ -324,14 +325,13 @@ fn watch_for_broken_gpus(
 /// interrupted and requeued; what is queued then is carried.
 async fn carry_for_restart(table: &JobTable, why: &str, grace: Duration) -> Vec<CarriedJob> {
     table.hold_for_restart(why);
-    let still_running = |table: &JobTable| table.running();
-    wait_until_not_running(still_running(table), grace).await;
-    let late = still_running(table);
+    wait_until_not_running(table.running(), grace).await;
+    let late = table.running();
     for job in &late {
         table.interrupt(job);
     }
     wait_until_not_running(late, grace).await;
-    for job in still_running(table) {
+    for job in table.running() {
         tracing::error!(job = %job.id, "a job neither ended nor stopped for the restart: it is lost with this process");
     }
     table.take_for_restart()

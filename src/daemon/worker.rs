@@ -79,8 +79,10 @@ pub fn start_workers(shop: Arc<Workshop>, count: usize) -> Vec<std::thread::Join
                 .name(format!("daemon-worker-{i}"))
                 .spawn(move || {
                     while let Some((job, request)) = shop.table.next_job() {
-                        let outcome = prove(&shop, &job, request);
-                        shop.table.finish(&job, outcome);
+                        match prove(&shop, &job, request) {
+                            Ending::Ended(outcome) => shop.table.finish(&job, outcome),
+                            Ending::Requeue { request, why } => shop.table.requeue(&job, request, &why),
+                        }
                     }
                 })
                 .expect("spawning a daemon worker thread")
@@ -88,7 +90,18 @@ pub fn start_workers(shop: Arc<Workshop>, count: usize) -> Vec<std::thread::Join
         .collect()
 }
 
-fn prove(shop: &Workshop, job: &Arc<Job>, request: VanillaRequest) -> Outcome {
+/// How a worker's turn with a job ended.
+enum Ending {
+    Ended(Outcome),
+    /// Not the job's own failure: the GPU broke under it (or the restart interrupted it); it
+    /// goes back to the queue for the restarted daemon.
+    Requeue {
+        request: VanillaRequest,
+        why: String,
+    },
+}
+
+fn prove(shop: &Workshop, job: &Arc<Job>, request: VanillaRequest) -> Ending {
     let span = tracing::info_span!("job", id = %job.id, kind = %job.kind);
     let _entered = span.enter();
     tracing::info!(queued_for = job.queue_wait().as_secs_f64(), "proving");
@@ -106,11 +119,11 @@ fn prove(shop: &Workshop, job: &Arc<Job>, request: VanillaRequest) -> Outcome {
             timings.queue += job.queue_wait().as_secs_f64();
             timings.total = job.since_submitted().as_secs_f64();
             tracing::info!(seconds = timings.total, "proven and verified");
-            Outcome::Proven { proof: proven.bytes, partitions: proven.partitions, timings }
+            Ending::Ended(Outcome::Proven { proof: proven.bytes, partitions: proven.partitions, timings })
         }
         Ok(Err(_)) if job.is_interrupted() => {
             tracing::info!("interrupted by the daemon's restart: queued again");
-            Outcome::Requeue { request, why: "interrupted by the daemon's restart; it is proven after it".into() }
+            Ending::Requeue { request, why: "interrupted by the daemon's restart; it is proven after it".into() }
         }
         // Not the job's fault: the GPU broke under it, and the restart gives the GPU back.
         Ok(Err(err)) if err.breaks_device() && !shop.prover.needs_restart().is_empty() && shop.restart.allows_now() => {
@@ -118,11 +131,11 @@ fn prove(shop: &Workshop, job: &Arc<Job>, request: VanillaRequest) -> Outcome {
             // Held before the requeue, so that no worker takes the job again before the restart
             // (it would fail at once on the broken GPU, and again, and again).
             shop.table.hold_for_restart(&format!("a GPU broke: {err}"));
-            Outcome::Requeue { request, why: format!("queued again for the daemon's restart: {err}") }
+            Ending::Requeue { request, why: format!("queued again for the daemon's restart: {err}") }
         }
         Ok(Err(err)) => {
             tracing::warn!(%err, "failed");
-            Outcome::Failed(err.to_string())
+            Ending::Ended(Outcome::Failed(err.to_string()))
         }
         Err(panic) => {
             let message = panic
@@ -131,7 +144,7 @@ fn prove(shop: &Workshop, job: &Arc<Job>, request: VanillaRequest) -> Outcome {
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "no message".into());
             tracing::error!(%message, "proving panicked");
-            Outcome::Failed(format!("proving panicked (a bug; please report it): {message}"))
+            Ending::Ended(Outcome::Failed(format!("proving panicked (a bug; please report it): {message}")))
         }
     }
 }
