@@ -140,7 +140,8 @@ enum Ended {
 /// Runs the daemon until a signal, then shuts it down; the summary of that shutdown. After a
 /// GPU breaks it replaces itself (and so never returns) unless `--restart-when-broken false`.
 pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
-    let process_started = Instant::now();
+    // Quick restarts are counted from the process's start, which `main` fixed.
+    let process_started = crate::process_started();
     let listen = parse_listen(args)?;
     // filecoin-proofs reads its settings once: point them at the directory first.
     let params_dir = use_parameter_dir(&args.params_dir)?;
