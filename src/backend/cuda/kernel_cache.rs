@@ -5,8 +5,8 @@
 //! `shared/GPU.md`). A node that starts a process per proof, or a daemon that restarts, would
 //! pay that every time. With NVRTC's output kept here only the first process on a machine
 //! compiles. The backend keeps a cubin (machine code for the GPU found), not PTX: PTX would
-//! still cost the driver a JIT compile in every process (11.8 s of the H200's 14.6 s first
-//! proof with cached PTX, BENCHMARKS.md).
+//! still cost the driver a JIT compile of seconds in every process (BENCHMARKS.md, "The first
+//! proof of a process").
 //!
 //! A cache file is never trusted blindly: its first line names the key it was written for
 //! (a digest of the module's name, its source, the compute capability, the NVRTC version, the
