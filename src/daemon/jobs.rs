@@ -8,6 +8,9 @@
 //!   one exception: a running job whose GPU broke goes back to queued, to be carried into the
 //!   restarted daemon ([`JobTable::requeue`], [`JobTable::take_for_restart`]). Its watch channel
 //!   always holds its latest view, so an awaiter that subscribes late misses nothing;
+//! - locks are taken in one order: the table's state, then a job's inner state or its view
+//!   (`finish` updates views under the table's lock); so nothing that holds a view (a
+//!   `wait_for` condition) may take the table's lock;
 //! - finished jobs are forgotten beyond `keep_finished` of them or after `keep_for`, and queued
 //!   ones beyond `max_queued` are refused: the table's memory is bounded whatever the clients do.
 
@@ -54,6 +57,8 @@ pub struct JobView {
     pub submitted_at_ms: u64,
     pub started_at_ms: u64,
     pub finished_at_ms: u64,
+    /// Put back in the queue for the daemon's restart ([`JobTable::requeue`]).
+    pub requeued: bool,
     /// Taken into the restarted daemon ([`JobTable::take_for_restart`]): this process will
     /// not end it, so its awaiters here are told to await it there.
     pub carried: bool,
@@ -334,6 +339,7 @@ impl JobTable {
             submitted_at_ms,
             started_at_ms: 0,
             finished_at_ms: 0,
+            requeued: false,
             carried: false,
         };
         // A carried job's wait counts from its first submit, as far as this clock reaches back.
@@ -464,6 +470,7 @@ impl JobTable {
             v.state = JobState::Queued;
             v.started_at_ms = 0;
             v.error = why.to_string();
+            v.requeued = true;
         });
         drop(state);
         self.work.notify_one();
@@ -516,11 +523,6 @@ impl JobTable {
     pub fn hold_for_restart(&self, why: &str) {
         self.state.lock().restarting.get_or_insert_with(|| why.to_string());
         self.work.notify_all();
-    }
-
-    /// Whether a restart is pending ([`JobTable::hold_for_restart`]).
-    pub fn is_restarting(&self) -> bool {
-        self.state.lock().restarting.is_some()
     }
 
     /// Stops a running job for the restart: its pipeline request is cancelled, and the
@@ -750,6 +752,7 @@ mod tests {
         jobs.hold_for_restart("GPU 0 broke");
         jobs.requeue(&running, request_a, "GPU 0 broke");
         assert_eq!((a.view().state, a.view().error.as_str()), (JobState::Queued, "GPU 0 broke"));
+        assert!(a.view().requeued && !b.view().requeued);
         assert!(jobs.next_job().is_none(), "a held table handed out a job");
         let refused = jobs.submit("d", [4; 32], Priority::Normal, request("window-post")).err();
         assert_eq!(refused, Some(SubmitRefused::Restarting { why: "GPU 0 broke".into() }));

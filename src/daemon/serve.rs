@@ -414,12 +414,13 @@ fn preload(table: &JobTable, jobs: &[PathBuf]) -> Result<()> {
             .build()
             .map_err(|e| Error::io("starting the preload's runtime", e))?;
         // A GPU that breaks under the job requeues it for the restart: serving then restarts
-        // at once, and the restarted process proves its preload jobs again.
+        // at once, and the restarted process proves its preload jobs again. The condition reads
+        // the view only: the table's lock is taken before the view's by `finish`, never after.
         let view = waiter
-            .block_on(watch.wait_for(|v| v.state.is_final() || table.is_restarting()))
+            .block_on(watch.wait_for(|v| v.state.is_final() || v.requeued))
             .map(|v| v.clone())
             .map_err(|_| Error::Internal("a preload job lost its state channel".into()))?;
-        if table.is_restarting() && !view.state.is_final() {
+        if view.requeued && !view.state.is_final() {
             tracing::warn!(path = %path.display(), "a GPU broke during the preload job: the daemon restarts");
             return Ok(());
         }
