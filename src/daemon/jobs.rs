@@ -453,11 +453,15 @@ impl JobTable {
     /// ran on broke (or the restart interrupted it), so the restarted daemon proves it. A job a
     /// client asked to stop ends cancelled instead.
     pub fn requeue(&self, job: &Job, request: VanillaRequest, why: &str) {
-        if job.cancel_reason().is_some() {
-            return self.finish(job, Outcome::Failed(why.to_string()));
-        }
         let mut state = self.state.lock();
         let mut inner = job.inner.lock();
+        // Checked under the table's lock, which a cancel takes too: a cancel cannot slip in
+        // between the check and the requeue.
+        if inner.cancelled.is_some() {
+            drop(inner);
+            drop(state);
+            return self.finish(job, Outcome::Failed(why.to_string()));
+        }
         inner.request = Some(request);
         inner.handle = None;
         inner.started = None;

@@ -65,22 +65,6 @@ impl KernelCache {
         &self.dir
     }
 
-    /// The PTX of module `name`: [`KernelCache::image`] of form `ptx`.
-    pub fn ptx(
-        &self,
-        name: &str,
-        source: &str,
-        cc: (i32, i32),
-        nvrtc: (i32, i32),
-        compile: impl FnOnce() -> Result<String>,
-    ) -> Result<(String, CacheOutcome)> {
-        let (bytes, outcome) = self.image(name, source, cc, nvrtc, "ptx", || compile().map(String::into_bytes))?;
-        let ptx = String::from_utf8(bytes).map_err(|_| {
-            Error::Internal(format!("the cached PTX of {name} is not text although it passed its digest"))
-        })?;
-        Ok((ptx, outcome))
-    }
-
     /// The compiled image (`form`: `cubin` or `ptx`) of module `name` (its `source`) for
     /// compute capability `cc` and the NVRTC version `nvrtc`: read from the cache when its file
     /// holds exactly this, else `compile`d and written there (through a temporary file renamed
@@ -174,6 +158,19 @@ mod tests {
     const CC: (i32, i32) = (9, 0);
     const NVRTC: (i32, i32) = (13, 0);
 
+    /// A module's PTX through the cache: [`KernelCache::image`] of form `ptx`, as text.
+    fn ptx(
+        cache: &KernelCache,
+        name: &str,
+        source: &str,
+        cc: (i32, i32),
+        nvrtc: (i32, i32),
+        compile: impl FnOnce() -> Result<String>,
+    ) -> Result<(String, CacheOutcome)> {
+        let (bytes, outcome) = cache.image(name, source, cc, nvrtc, "ptx", || compile().map(String::into_bytes))?;
+        Ok((String::from_utf8(bytes).expect("PTX is text"), outcome))
+    }
+
     /// A stand-in compiler that counts its calls and returns `ptx`.
     fn compiler<'a>(calls: &'a Cell<usize>, ptx: &'a str) -> impl FnOnce() -> Result<String> + 'a {
         move || {
@@ -187,10 +184,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let calls = Cell::new(0);
         let cache = KernelCache::at(dir.path());
-        let first = cache.ptx("msm", "source", CC, NVRTC, compiler(&calls, ".version 8.8\nA")).unwrap();
+        let first = ptx(&cache, "msm", "source", CC, NVRTC, compiler(&calls, ".version 8.8\nA")).unwrap();
         assert_eq!(first, (".version 8.8\nA".to_string(), CacheOutcome::Compiled));
         // A fresh cache value over the same directory, as another process has.
-        let again = KernelCache::at(dir.path()).ptx("msm", "source", CC, NVRTC, compiler(&calls, "other")).unwrap();
+        let again = ptx(&KernelCache::at(dir.path()), "msm", "source", CC, NVRTC, compiler(&calls, "other")).unwrap();
         assert_eq!(again, (".version 8.8\nA".to_string(), CacheOutcome::Hit));
         assert_eq!(calls.get(), 1, "the hit compiled");
     }
@@ -200,9 +197,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = KernelCache::at(dir.path());
         let calls = Cell::new(0);
-        cache.ptx("msm", "source", CC, NVRTC, compiler(&calls, "A")).unwrap();
+        ptx(&cache, "msm", "source", CC, NVRTC, compiler(&calls, "A")).unwrap();
         for (source, cc, nvrtc) in [("source2", CC, NVRTC), ("source", (8, 0), NVRTC), ("source", CC, (13, 1))] {
-            let (ptx, outcome) = cache.ptx("msm", source, cc, nvrtc, compiler(&calls, "B")).unwrap();
+            let (ptx, outcome) = ptx(&cache, "msm", source, cc, nvrtc, compiler(&calls, "B")).unwrap();
             assert_eq!((ptx.as_str(), &outcome), ("B", &CacheOutcome::Compiled), "{source} {cc:?} {nvrtc:?}");
         }
         assert_eq!(calls.get(), 4);
@@ -213,7 +210,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = KernelCache::at(dir.path());
         let calls = Cell::new(0);
-        cache.ptx("ntt", "source", CC, NVRTC, compiler(&calls, "GOOD PTX")).unwrap();
+        ptx(&cache, "ntt", "source", CC, NVRTC, compiler(&calls, "GOOD PTX")).unwrap();
         let file = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
         let written = std::fs::read_to_string(&file).unwrap();
         let damages = [
@@ -229,7 +226,7 @@ mod tests {
         ];
         for damaged in damages {
             std::fs::write(&file, &damaged).unwrap();
-            let (ptx, outcome) = cache.ptx("ntt", "source", CC, NVRTC, compiler(&calls, "GOOD PTX")).unwrap();
+            let (ptx, outcome) = ptx(&cache, "ntt", "source", CC, NVRTC, compiler(&calls, "GOOD PTX")).unwrap();
             assert_eq!(ptx, "GOOD PTX", "{damaged:?}");
             assert!(matches!(outcome, CacheOutcome::Replaced(_)), "{damaged:?}: {outcome:?}");
             assert_eq!(std::fs::read_to_string(&file).unwrap(), written, "the file was not replaced");
@@ -251,7 +248,7 @@ mod tests {
         let (back, outcome) = cache.image("msm", "source", CC, NVRTC, "cubin", || unreachable!()).unwrap();
         assert_eq!((back, outcome), (cubin.clone(), CacheOutcome::Hit));
         // The PTX of the same module is another entry, compiled on its own.
-        let (ptx, outcome) = cache.ptx("msm", "source", CC, NVRTC, compiler(&calls, "PTX")).unwrap();
+        let (ptx, outcome) = ptx(&cache, "msm", "source", CC, NVRTC, compiler(&calls, "PTX")).unwrap();
         assert_eq!((ptx.as_str(), outcome), ("PTX", CacheOutcome::Compiled));
         assert_eq!((calls.get(), std::fs::read_dir(dir.path()).unwrap().count()), (2, 2));
         // A truncated cubin is compiled again, never loaded.
@@ -271,7 +268,7 @@ mod tests {
     fn a_compile_error_is_returned_and_nothing_is_cached() {
         let dir = tempfile::tempdir().unwrap();
         let cache = KernelCache::at(dir.path().join("kernels"));
-        let failed = cache.ptx("msm", "source", CC, NVRTC, || Err(Error::Internal("no".into())));
+        let failed = ptx(&cache, "msm", "source", CC, NVRTC, || Err(Error::Internal("no".into())));
         assert!(matches!(failed, Err(Error::Internal(_))));
         assert!(!dir.path().join("kernels").exists());
     }
@@ -283,7 +280,7 @@ mod tests {
         std::fs::write(&blocker, "not a directory").unwrap();
         let calls = Cell::new(0);
         let cache = KernelCache::at(blocker.join("kernels"));
-        let (ptx, outcome) = cache.ptx("msm", "source", CC, NVRTC, compiler(&calls, "A")).unwrap();
+        let (ptx, outcome) = ptx(&cache, "msm", "source", CC, NVRTC, compiler(&calls, "A")).unwrap();
         assert_eq!((ptx.as_str(), calls.get()), ("A", 1));
         assert!(matches!(outcome, CacheOutcome::Replaced(why) if why.contains("unreadable")));
     }
