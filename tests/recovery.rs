@@ -425,3 +425,51 @@ fn a_failed_key_upload_fails_only_its_uploader() {
         assert!(snarkpipe::groth16::verify(&pvk, proof, witnesses[i].public_inputs()).unwrap(), "partition {i}");
     }
 }
+
+/// A partition that fails in its MSM stage after queueing a streamed key's first chunk copy
+/// reports its failure only once that copy has ended. On a GPU the copy reads the page-locked
+/// key and writes the partition's chunk buffer, so releasing either under it lets another
+/// partition's work be overwritten. The copy is held on its stream (a stalled transfer) and
+/// the event recorded right after it fails; while the copy is held, no outcome may arrive.
+/// Before the MSM stage counted its key stream as used, the failure drained only the compute
+/// stream, and the outcome came at once.
+#[test]
+fn a_failure_after_a_key_chunk_copy_waits_for_the_copy_before_releasing() {
+    use snarkpipe::plan::{key_chunk_bytes, partition_plan_bytes};
+    use std::sync::mpsc;
+
+    let log_n = 8;
+    let (_, key, witnesses) = setup(log_n, 1);
+    let plan = partition_plan_bytes(&snarkpipe::backend::cpu::CpuDevice::new(0, 0), &witnesses[0].shape(), log_n);
+    let config = ProverConfig {
+        // Room for the partition and two chunks of 100 points: the key streams.
+        cpu_device_bytes: plan + key_chunk_bytes(100),
+        stage_timeout: Some(Duration::from_secs(60)),
+        ..cpu_config(0)
+    };
+    let injected = FaultInjection {
+        armed_in: vec![(FaultSite::StalledCopy, Stage::Msm, 1), (FaultSite::EventRecord, Stage::Msm, 1)],
+        ..FaultInjection::default()
+    };
+    let prover = Prover::with_fault_injection(config, injected).unwrap();
+    let handle = submit(&prover, &key, &witnesses);
+    common::wait_until(Duration::from_secs(60), "the first key chunk copy to stall", || {
+        prover.faults().injected_by_site().contains_key("EventRecord")
+    });
+    assert!(prover.faults().injected_by_site().contains_key("StalledCopy"), "no copy stalled before the failure");
+    assert!(!prover.is_resident(&key, 0), "the key is resident, so nothing streamed");
+
+    let (tx, rx) = mpsc::channel();
+    let waiting = handle.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(waiting.wait_each());
+    });
+    let early = rx.recv_timeout(Duration::from_secs(1));
+    assert!(early.is_err(), "the partition reported {early:?} while its key copy was still queued");
+
+    assert_eq!(prover.faults().release_stalled_copies(), 1);
+    let outcomes = rx.recv_timeout(Duration::from_secs(60)).expect("the partition never finished");
+    let err = outcomes[0].as_ref().expect_err("the armed event failure should fail the partition");
+    assert!(err.is_injected(), "{err}");
+    assert_nothing_held(&prover, After::Requests);
+}

@@ -45,6 +45,10 @@ pub enum FaultSite {
     PanicOutsideStage,
     /// A job dropped without an outcome (`FaultInjection::lose_jobs_at`).
     LostJob,
+    /// A copy to the device stalls: its stream waits, as behind a slow transfer still in
+    /// flight, until [`FaultInjector::release_stalled_copies`] (armed only). What a failed
+    /// partition queued must drain before its memory is released, and this keeps some queued.
+    StalledCopy,
     /// MSM results that come back wrong (`FaultInjection::wrong_results`).
     WrongResult,
 }
@@ -140,8 +144,10 @@ pub struct FaultInjector {
     wrong_results: AtomicBool,
     /// Whether an injected sticky error outlives recovery, as a real one does on CUDA.
     sticky_needs_restart: AtomicBool,
-    /// Sites armed to fail their next operations, and how many.
-    armed: Mutex<BTreeMap<FaultSite, usize>>,
+    /// Sites armed to fail their next operations, in one stage or in any (None), and how many.
+    armed: Mutex<BTreeMap<(FaultSite, Option<Stage>), usize>>,
+    /// The gates of stalled copies, opened by `release_stalled_copies`.
+    stalled_copies: Mutex<Vec<Arc<HostCompletion>>>,
     /// A stage armed with `PanicOutsideStage` panics there (default: admission, one thread).
     panic_outside_at: Mutex<Option<Stage>>,
     /// Device bytes another process holds on each wrapped device.
@@ -168,6 +174,7 @@ impl FaultInjector {
             wrong_results: AtomicBool::new(false),
             sticky_needs_restart: AtomicBool::new(false),
             armed: Mutex::new(BTreeMap::new()),
+            stalled_copies: Mutex::new(Vec::new()),
             panic_outside_at: Mutex::new(None),
             others_use_bytes: AtomicU64::new(0),
             injected: AtomicU64::new(0),
@@ -229,8 +236,34 @@ impl FaultInjector {
     /// this injector wraps).
     pub fn arm(&self, site: FaultSite, times: usize) {
         if times > 0 {
-            *self.armed.lock().entry(site).or_default() += times;
+            *self.armed.lock().entry((site, None)).or_default() += times;
         }
+    }
+
+    /// As [`FaultInjector::arm`], for operations in `stage` only: a fault placed at one point of
+    /// a partition's path (say the MSM stage's first launch, after its first key copy).
+    pub fn arm_in(&self, site: FaultSite, stage: Stage, times: usize) {
+        if times > 0 {
+            *self.armed.lock().entry((site, Some(stage))).or_default() += times;
+        }
+    }
+
+    /// Lets every stalled copy go on (`FaultSite::StalledCopy`); returns how many there were.
+    pub fn release_stalled_copies(&self) -> usize {
+        let stalled = std::mem::take(&mut *self.stalled_copies.lock());
+        for gate in &stalled {
+            gate.complete();
+        }
+        stalled.len()
+    }
+
+    /// A gate for a copy that stalls, if an armed `StalledCopy` hits this one.
+    fn stall_copy(&self) -> Option<Arc<HostCompletion>> {
+        self.roll(FaultSite::StalledCopy).then(|| {
+            let gate = Arc::new(HostCompletion::new());
+            self.stalled_copies.lock().push(gate.clone());
+            gate
+        })
     }
 
     /// Where an armed `PanicOutsideStage` panics.
@@ -291,22 +324,22 @@ impl FaultInjector {
     /// Whether the operation at `site` fails: an armed fault first, then the seeded rate
     /// (about 25 rolls per partition: the rate is spread over them).
     fn roll(&self, site: FaultSite) -> bool {
-        let in_stage = ACTIVE.with(|active| active.borrow().is_some());
-        if !in_stage {
+        let Some(stage) = ACTIVE.with(|active| active.borrow().as_ref().map(|a| a.stage)) else {
             return false;
-        }
+        };
         let armed = {
             let mut armed = self.armed.lock();
-            match armed.get_mut(&site) {
+            // A fault armed for this stage goes first, then one armed for any.
+            [(site, Some(stage)), (site, None)].into_iter().any(|key| match armed.get_mut(&key) {
                 Some(left) => {
                     *left -= 1;
                     if *left == 0 {
-                        armed.remove(&site);
+                        armed.remove(&key);
                     }
                     true
                 }
                 None => false,
-            }
+            })
         };
         let rate = self.rate();
         let hit = armed
@@ -496,9 +529,12 @@ impl FaultyStream {
         self.faults.maybe_fail(FaultSite::KernelLaunch, &format!("{kernel} kernel launch"))
     }
 
-    /// Before a copy: a broken device copies nothing.
+    /// Before a copy: a broken device copies nothing; a stalled copy holds its stream first.
     fn before_copy(&self, what: &str) -> Result<()> {
         self.state.check(self.device)?;
+        if let Some(gate) = self.faults.stall_copy() {
+            self.inner.wait_event(&StageEvent::new(gate))?;
+        }
         self.faults.maybe_fail(FaultSite::CopyToDevice, what)
     }
 }

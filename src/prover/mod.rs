@@ -163,6 +163,8 @@ pub struct FaultInjection {
     /// Sites armed to fail their next operations (in partitions' stages), and how many: the
     /// sites real devices fail at one at a time (a hang, a sticky error, an event failure).
     pub armed: Vec<(FaultSite, usize)>,
+    /// As `armed`, for operations in one stage only.
+    pub armed_in: Vec<(FaultSite, Stage, usize)>,
     /// The stage an armed `FaultSite::PanicOutsideStage` panics in (None: admission).
     pub panic_outside_at: Option<Stage>,
     /// Device bytes another process holds on each faulty device from the start (more can be
@@ -421,6 +423,9 @@ impl Prover {
         faults.set_others_use(injected.others_use_bytes);
         for &(site, times) in &injected.armed {
             faults.arm(site, times);
+        }
+        for &(site, stage, times) in &injected.armed_in {
+            faults.arm_in(site, stage, times);
         }
         if let Some(stage) = injected.panic_outside_at {
             faults.panic_outside_at(stage);
