@@ -6,6 +6,13 @@
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc, not glibc's malloc: the daemon hands buffers from thread to thread for months,
+/// and glibc gives each contending thread an arena of its own (up to eight per core) that keeps
+/// the pages freed into it: under the soak's load on 16 cores the resident memory kept growing
+/// past the soak's bound (BENCHMARKS.md). `tests/soak.rs` runs on this allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "snarkpipe", version, about = "A GPU Groth16 prover for BLS12-381, built as a pipeline of actors")]
 struct Cli {

@@ -26,6 +26,12 @@ use snarkpipe::params::ProvingKey;
 use snarkpipe::prover::{FaultInjection, FaultScope, Priority, ProofHandle, ProofRequest, Prover, ProverConfig};
 use snarkpipe::synthetic::{SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
+use cap::Cap;
+
+/// The daemon's allocator (`src/main.rs`), counted: the live bytes tell a leak from pages an
+/// allocator keeps.
+#[global_allocator]
+static ALLOCATOR: Cap<mimalloc::MiMalloc> = Cap::new(mimalloc::MiMalloc, usize::MAX);
 
 mod common;
 use common::{assert_nothing_held, fresh_rng, fresh_seed, spec, wait_each_within, After};
@@ -38,6 +44,9 @@ const CI_PARTITIONS: usize = 1_500;
 const WARM_PARTITIONS: usize = 1_000;
 /// The most the resident memory may grow from the first measurement to the end.
 const MAX_RSS_GROWTH: f64 = 0.05;
+/// The most the heap's live bytes may grow over the same span: what the prover holds when
+/// idle (its keys, pools and full timeline ring) is the same at both ends, so growth is a leak.
+const MAX_LIVE_GROWTH: f64 = 0.05;
 /// Share of device operations that fail.
 const FAULT_RATE: f64 = 0.05;
 /// Requests submitted and not yet collected, so that priorities compete in the queue.
@@ -59,6 +68,11 @@ fn resident_bytes() -> u64 {
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("a VmRSS line");
     let kib: u64 = line.trim_start_matches("VmRSS:").trim().trim_end_matches("kB").trim().parse().unwrap();
     kib * 1024
+}
+
+/// Bytes allocated and not yet freed, as the global allocator counted them.
+fn live_heap_bytes() -> u64 {
+    ALLOCATOR.allocated() as u64
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -178,8 +192,8 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
     let mut tally = Tally::default();
     let mut outstanding: VecDeque<Submitted> = VecDeque::new();
     let mut submitted = 0;
-    let mut warm: Option<(u64, f64)> = None;
-    let mut checkpoints: Vec<(usize, u64)> = Vec::new();
+    let mut warm: Option<(u64, u64, f64)> = None;
+    let mut checkpoints: Vec<(usize, u64, u64)> = Vec::new();
     while submitted < partitions {
         let count = rng.gen_range(1..=6).min(partitions - submitted);
         let which = rng.gen_range(0..shapes.len());
@@ -227,19 +241,20 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
         // The first measurement, on an idle prover as the last one is.
         if warm.is_none() && submitted >= WARM_PARTITIONS {
             outstanding.drain(..).for_each(|r| tally.collect(r, &shapes, prover.faults()));
-            warm = Some((resident_bytes(), started.elapsed().as_secs_f64()));
+            warm = Some((resident_bytes(), live_heap_bytes(), started.elapsed().as_secs_f64()));
         }
         // The resident memory along the way, so that a leak shows as a slope and not only in
         // the end's figure.
         if submitted / CHECKPOINT_EVERY > checkpoints.len() {
-            checkpoints.push((submitted, resident_bytes()));
+            checkpoints.push((submitted, resident_bytes(), live_heap_bytes()));
         }
     }
     outstanding.drain(..).for_each(|r| tally.collect(r, &shapes, prover.faults()));
     let wall = started.elapsed().as_secs_f64();
-    let end_bytes = resident_bytes();
-    let (warm_bytes, warm_at) = warm.expect("measured once warm");
+    let (end_bytes, end_live) = (resident_bytes(), live_heap_bytes());
+    let (warm_bytes, warm_live, warm_at) = warm.expect("measured once warm");
     let growth = (end_bytes as f64 - warm_bytes as f64) / warm_bytes as f64;
+    let live_growth = (end_live as f64 - warm_live as f64) / warm_live as f64;
     let injected = prover.faults().injected();
 
     eprintln!("soak ─────────────────────────────────────────────");
@@ -259,9 +274,18 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
     eprintln!("  preloads/evicts   {} / {}", tally.preloads, tally.evictions);
     eprintln!("  RSS after {WARM_PARTITIONS}   {:.1} MiB (at {warm_at:.1} s)", mib(warm_bytes));
     eprintln!("  RSS at the end    {:.1} MiB", mib(end_bytes));
-    let along: Vec<String> = checkpoints.iter().map(|(n, b)| format!("{n}: {:.1}", mib(*b))).collect();
+    let along: Vec<String> = checkpoints.iter().map(|(n, b, _)| format!("{n}: {:.1}", mib(*b))).collect();
     eprintln!("  RSS along the way {} (MiB, busy)", along.join(", "));
-    eprintln!("  RSS growth        {:+.2} % (at most {:.0} %)", growth * 100.0, MAX_RSS_GROWTH * 100.0);
+    eprintln!(
+        "  RSS growth        {:+.2} % (at most {:.0} %), {:+.1} MiB",
+        growth * 100.0,
+        MAX_RSS_GROWTH * 100.0,
+        mib(end_bytes) - mib(warm_bytes)
+    );
+    eprintln!("  live heap         {:.1} MiB after {WARM_PARTITIONS}, {:.1} MiB at the end", mib(warm_live), mib(end_live));
+    let along: Vec<String> = checkpoints.iter().map(|(n, _, l)| format!("{n}: {:.1}", mib(*l))).collect();
+    eprintln!("  live along the way {} (MiB, busy)", along.join(", "));
+    eprintln!("  live heap growth  {:+.2} % (at most {:.0} %)", live_growth * 100.0, MAX_LIVE_GROWTH * 100.0);
     eprintln!("  wall time         {wall:.1} s, {:.1} partitions/s", tally.partitions as f64 / wall);
     eprintln!("──────────────────────────────────────────────────");
 
@@ -276,6 +300,11 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
     assert!(injected > 0, "no fault was injected: the soak tested no failure");
     assert!(tally.cancelled > 0, "no partition was cancelled: the soak tested no cancel");
     assert!(tally.by_priority.iter().all(|&n| n > 0), "a priority was never used: {:?}", tally.by_priority);
+    assert!(
+        live_growth < MAX_LIVE_GROWTH,
+        "the live heap grew {:.2} % after the first {WARM_PARTITIONS} partitions: a leak",
+        live_growth * 100.0
+    );
     assert!(
         growth < MAX_RSS_GROWTH,
         "resident memory grew {:.2} % after the first {WARM_PARTITIONS} partitions",
