@@ -24,7 +24,6 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use bellperson::util_cs::witness_cs::WitnessCS;
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use ff::{Field, PrimeField};
 use rayon::prelude::*;
@@ -333,48 +332,68 @@ impl ConstraintMatrices {
     }
 }
 
-/// Witness-only synthesis: runs `circuit` through bellperson's `WitnessCS`, which allocates
-/// ONE as input 0 and records every variable's value but no constraint. Returns the inputs
-/// (ONE first) and the aux values.
+/// Witness-only synthesis: runs `circuit` through a constraint system that records every
+/// variable's value but no constraint (bellperson's `WitnessCS` semantics: ONE is input 0).
+/// Returns the inputs (ONE first) and the aux values.
 ///
-/// `WitnessCS` declares itself a witness generator, so gadgets may take faster paths that
-/// allocate without enforcing; [`EvaluationCheck::On`] is what shows that they allocate the
-/// same variables in the same order as the recording. It runs behind [`DefaultPathWitness`],
-/// which is not extensible, as the recording is not: see there why.
+/// It declares itself a witness generator, as `WitnessCS` does, so gadgets may take faster
+/// paths that allocate without enforcing; [`EvaluationCheck::On`] is what shows that they
+/// allocate the same variables in the same order as the recording. It is not extensible, as
+/// the recording is not: see [`WitnessOnly`] why.
 pub fn witness_assignment<C: Circuit<Scalar>>(circuit: C) -> Result<(Vec<Scalar>, Vec<Scalar>)> {
-    let mut cs = DefaultPathWitness(WitnessCS::<Scalar>::new());
-    circuit.synthesize(&mut cs)?;
-    Ok((cs.0.scalar_inputs(), cs.0.scalar_aux()))
+    witness_assignment_sized(circuit, 0, 0)
 }
 
-/// bellperson's `WitnessCS`, seen as a constraint system that is not extensible. A circuit may
-/// synthesize another way when its constraint system is extensible: filecoin-proofs' Window and
-/// Winning PoSt circuits then synthesize groups of sectors in parallel sub-systems, each made
-/// with `new()` and given its own "temp ONE", and join them with `extend`. `WitnessCS::new`
-/// already holds ONE, so every sub-system adds one input more than the recording saw, and the
-/// witness no longer fits the matrices. The recording is not extensible, so with this the
-/// witness takes the same path; everything else is `WitnessCS`'s.
-struct DefaultPathWitness(WitnessCS<Scalar>);
+/// [`witness_assignment`] into vectors made for `num_inputs` and `num_aux` values (a key's
+/// recorded counts): a 2^24 witness is hundreds of MB, and growing it by doubling copies it
+/// several times over into fresh pages. Counts that turn out wrong cost time, never values.
+pub fn witness_assignment_sized<C: Circuit<Scalar>>(
+    circuit: C,
+    num_inputs: usize,
+    num_aux: usize,
+) -> Result<(Vec<Scalar>, Vec<Scalar>)> {
+    let mut inputs = Vec::with_capacity(num_inputs.max(1));
+    inputs.push(Scalar::ONE);
+    let mut cs = WitnessOnly { inputs, aux: Vec::with_capacity(num_aux) };
+    circuit.synthesize(&mut cs)?;
+    Ok((cs.inputs, cs.aux))
+}
 
-impl ConstraintSystem<Scalar> for DefaultPathWitness {
+/// The values of a circuit's variables and nothing else, as bellperson's `WitnessCS` keeps
+/// them, but owned, so that they are moved out rather than cloned, and sized up front.
+///
+/// Not extensible, on purpose: a circuit may synthesize another way when its constraint
+/// system is extensible. filecoin-proofs' Window and Winning PoSt circuits then synthesize
+/// groups of sectors in parallel sub-systems, each made with `new()` and given its own "temp
+/// ONE", and join them with `extend`; every sub-system adds one input more than the recording
+/// saw, and the witness no longer fits the matrices. The recording is not extensible, so with
+/// this the witness takes the same path.
+struct WitnessOnly {
+    inputs: Vec<Scalar>,
+    aux: Vec<Scalar>,
+}
+
+impl ConstraintSystem<Scalar> for WitnessOnly {
     type Root = Self;
 
-    fn alloc<F, A, AR>(&mut self, annotation: A, value: F) -> Result<Variable, SynthesisError>
+    fn alloc<F, A, AR>(&mut self, _annotation: A, value: F) -> Result<Variable, SynthesisError>
     where
         F: FnOnce() -> Result<Scalar, SynthesisError>,
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        self.0.alloc(annotation, value)
+        self.aux.push(value()?);
+        Ok(Variable(Index::Aux(self.aux.len() - 1)))
     }
 
-    fn alloc_input<F, A, AR>(&mut self, annotation: A, value: F) -> Result<Variable, SynthesisError>
+    fn alloc_input<F, A, AR>(&mut self, _annotation: A, value: F) -> Result<Variable, SynthesisError>
     where
         F: FnOnce() -> Result<Scalar, SynthesisError>,
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        self.0.alloc_input(annotation, value)
+        self.inputs.push(value()?);
+        Ok(Variable(Index::Input(self.inputs.len() - 1)))
     }
 
     fn enforce<A, AR, LA, LB, LC>(&mut self, _annotation: A, _a: LA, _b: LB, _c: LC)
@@ -402,27 +421,30 @@ impl ConstraintSystem<Scalar> for DefaultPathWitness {
     }
 
     fn is_witness_generator(&self) -> bool {
-        self.0.is_witness_generator()
+        true
     }
 
     fn extend_inputs(&mut self, new_inputs: &[Scalar]) {
-        self.0.extend_inputs(new_inputs)
+        self.inputs.extend_from_slice(new_inputs);
     }
 
     fn extend_aux(&mut self, new_aux: &[Scalar]) {
-        self.0.extend_aux(new_aux)
+        self.aux.extend_from_slice(new_aux);
     }
 
     fn allocate_empty(&mut self, aux_n: usize, inputs_n: usize) -> (&mut [Scalar], &mut [Scalar]) {
-        self.0.allocate_empty(aux_n, inputs_n)
+        let (aux_start, inputs_start) = (self.aux.len(), self.inputs.len());
+        self.aux.resize(aux_start + aux_n, Scalar::ZERO);
+        self.inputs.resize(inputs_start + inputs_n, Scalar::ZERO);
+        (&mut self.aux[aux_start..], &mut self.inputs[inputs_start..])
     }
 
     fn inputs_slice(&self) -> &[Scalar] {
-        self.0.inputs_slice()
+        &self.inputs
     }
 
     fn aux_slice(&self) -> &[Scalar] {
-        self.0.aux_slice()
+        &self.aux
     }
 }
 
@@ -455,7 +477,7 @@ pub(super) fn synthesize_with_matrices<C: Circuit<Scalar> + Clone>(
     check: EvaluationCheck,
 ) -> Result<Witness> {
     let reference = (check == EvaluationCheck::On).then(|| circuit.clone());
-    let (inputs, aux) = witness_assignment(circuit)?;
+    let (inputs, aux) = witness_assignment_sized(circuit, matrices.num_inputs(), matrices.num_aux())?;
     let Some(reference) = reference else {
         return witness_from_matrices(matrices, inputs, aux);
     };
@@ -1104,6 +1126,34 @@ mod tests {
         assert_eq!(layout(twin.b()), (vec![0, 1, 3, 3, 3], vec![0, 1, 3], vec![0, 0, 0]));
         assert_eq!(twin.b_input_density(), &Density::from_bits(vec![true, true]));
         assert_ne!(twin, matrices);
+    }
+
+    /// The owned witness-only system gives bellperson's `WitnessCS` values, whatever the
+    /// capacity it was sized for (none, exact, too small, too large); and a circuit that
+    /// differs in one value gives another assignment (the comparison can fail).
+    #[test]
+    fn witness_only_synthesis_gives_witness_cs_values_at_any_capacity() {
+        use bellperson::util_cs::witness_cs::WitnessCS;
+        use rand::{Rng, SeedableRng};
+        let seed: u64 = rand::random();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let spec = crate::synthetic::SyntheticSpec {
+            log_n: 7,
+            num_inputs: 3,
+            profile: crate::synthetic::WitnessProfile::Random,
+            keys: crate::synthetic::KeyKind::Random,
+            seed: rng.gen(),
+        };
+        let index = rng.gen_range(0..1000);
+        let mut reference = WitnessCS::<Scalar>::new();
+        spec.circuit(index).synthesize(&mut reference).unwrap();
+        let (inputs, aux) = (reference.scalar_inputs(), reference.scalar_aux());
+        for (num_inputs, num_aux) in [(0, 0), (inputs.len(), aux.len()), (1, aux.len() / 3), (100, aux.len() * 2)] {
+            let sized = witness_assignment_sized(spec.circuit(index), num_inputs, num_aux).unwrap();
+            assert_eq!(sized, (inputs.clone(), aux.clone()), "seed {seed}, sized for {num_inputs} and {num_aux}");
+        }
+        let other = witness_assignment(spec.circuit(index + 1)).unwrap();
+        assert_ne!(other.1, aux, "seed {seed}: another partition's circuit gave the same aux");
     }
 
     #[test]

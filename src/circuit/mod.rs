@@ -19,7 +19,7 @@ pub mod synthesize;
 
 pub use assignment::Assignment;
 pub use deferred::{DeferredCircuit, SynthesisPool};
-pub use matrices::{witness_assignment, ConstraintMatrices, EvaluationCheck, SparseMatrix};
+pub use matrices::{witness_assignment, witness_assignment_sized, ConstraintMatrices, EvaluationCheck, SparseMatrix};
 pub use packed::PackedDensity;
 pub use recording::{MatricesFile, ShapeRecording};
 

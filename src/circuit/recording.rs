@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::matrices::{witness_assignment, ConstraintMatrices};
+use super::matrices::{witness_assignment_sized, ConstraintMatrices};
 use super::{Assignment, ConstraintEvaluation, SatisfactionCheck, Synthesized, Witness, WitnessShape};
 use crate::{Error, Result, Scalar};
 
@@ -200,7 +200,7 @@ impl ShapeRecording {
                 Ok(Synthesized::Witness(witness))
             }
             Plan::UseMatrices(matrices) => {
-                let (inputs, aux) = witness_assignment(circuit)?;
+                let (inputs, aux) = witness_assignment_sized(circuit, matrices.num_inputs(), matrices.num_aux())?;
                 let assignment = match Assignment::new(matrices, inputs, aux) {
                     Ok(assignment) => assignment,
                     Err(err) => {

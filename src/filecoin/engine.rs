@@ -32,7 +32,7 @@ use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound,
 use super::params::ParamFiles;
 use super::vanilla::{decode_vanilla, VanillaRequest};
 use super::{filecoin_error, porep_config, post_config, sector_size_name, ProofKind};
-use crate::circuit::{witness_assignment, ConstraintMatrices, SatisfactionCheck, Witness, WitnessShape};
+use crate::circuit::{witness_assignment_sized, ConstraintMatrices, SatisfactionCheck, Witness, WitnessShape};
 use crate::params::file::PointCheck;
 use crate::params::ProvingKey;
 use crate::plan::{staged_bytes_per_partition, witness_host_bytes};
@@ -838,7 +838,7 @@ fn measure_synthesis<C: Circuit<Scalar>>(circuit: impl Fn() -> Result<C>) -> Res
     let (matrices, _) = ConstraintMatrices::record_with_witness(circuit()?)?;
     let record_seconds = timed(started);
     let started = Instant::now();
-    let (inputs, aux) = witness_assignment(circuit()?)?;
+    let (inputs, aux) = witness_assignment_sized(circuit()?, matrices.num_inputs(), matrices.num_aux())?;
     let witness_only_seconds = timed(started);
     let started = Instant::now();
     let (a, b, c) = matrices.evaluate(&inputs, &aux)?;
