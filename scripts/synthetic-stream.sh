@@ -7,7 +7,7 @@
 # $OUT/$LOG (default bench.log) and prints one summary line a run. Called by
 # scripts/gpu-synthesis.sh and scripts/gpu-device-eval.sh.
 set -u
-out=${OUT:-out}; log="$out/${LOG:-bench.log}"; k=${K:?K is the domain's log2}; p=${PARTITIONS:-16}; f=${IN_FLIGHT:-6}
+out=${OUT:-out}; log="$out/${LOG:-bench.log}"; k=${K:?K is the log2 of the domain}; p=${PARTITIONS:-16}; f=${IN_FLIGHT:-6}
 for mode in witnesses circuits; do
   flag=""; [ "$mode" = circuits ] && flag="--synthesize --timeline $out/s$k-circuits.svg"
   timeout "${SYNTHETIC_CAP:-120}" .gpu/snarkpipe bench --backend cuda --json --devices 0 --keys setup --log-n "$k" \
