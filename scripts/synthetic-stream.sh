@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One synthetic stream at 2^K (env K; PARTITIONS, default 16; IN_FLIGHT, default 6: partitions
-# in flight, which is also how many synthesize at once) proven twice on GPU 0 by the
+# in flight, which is also how many synthesize at once; MODES, default "witnesses circuits") proven twice on GPU 0 by the
 # bundled .gpu/snarkpipe, each way in a process of its own: from witnesses made before the
 # clock, and from circuits the synthesis stage synthesizes (--synthesize). Writes
 # $OUT/s$K-witnesses.json, s$K-circuits.json and s$K-circuits.svg, appends failures to
@@ -8,7 +8,7 @@
 # scripts/gpu-synthesis.sh and scripts/gpu-device-eval.sh.
 set -u
 out=${OUT:-out}; log="$out/${LOG:-bench.log}"; k=${K:?K is the log2 of the domain}; p=${PARTITIONS:-16}; f=${IN_FLIGHT:-6}
-for mode in witnesses circuits; do
+for mode in ${MODES:-witnesses circuits}; do
   flag=""; [ "$mode" = circuits ] && flag="--synthesize --timeline $out/s$k-circuits.svg"
   timeout "${SYNTHETIC_CAP:-120}" .gpu/snarkpipe bench --backend cuda --json --devices 0 --keys setup --log-n "$k" \
     --partitions "$p" --workers 2 --in-flight "$f" $flag >"$out/s$k-$mode.json" 2>>"$log" \
