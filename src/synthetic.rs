@@ -243,11 +243,19 @@ impl SyntheticSpec {
         ChaCha8Rng::seed_from_u64(key)
     }
 
-    fn values(&self, layout: &Layout, index: usize) -> Values {
+    /// Partition `index`'s public inputs (ONE excluded), what its proof verifies with; drawn
+    /// from their own stream, so without making the witness.
+    pub fn public_inputs(&self, index: usize) -> Result<Vec<Scalar>> {
+        Ok(self.input_values(&self.layout()?, index))
+    }
+
+    fn input_values(&self, layout: &Layout, index: usize) -> Vec<Scalar> {
         let mut input_rng = self.rng(index, 0);
-        let inputs = std::iter::once(Scalar::ONE)
-            .chain((0..layout.num_inputs).map(|_| Scalar::random(&mut input_rng)))
-            .collect();
+        (0..layout.num_inputs).map(|_| Scalar::random(&mut input_rng)).collect()
+    }
+
+    fn values(&self, layout: &Layout, index: usize) -> Values {
+        let inputs = std::iter::once(Scalar::ONE).chain(self.input_values(layout, index)).collect();
         let chunks = layout.pairs.div_ceil(PAIRS_PER_CHUNK);
         let free = (0..chunks)
             .into_par_iter()

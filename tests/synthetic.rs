@@ -221,3 +221,20 @@ fn setup_of_synthetic_circuits_equals_bellperson_generate_parameters() {
         assert!(setup(spec.circuit(0), &other).unwrap() != bellperson_setup(spec.circuit(0), &waste));
     }
 }
+
+/// The public inputs drawn alone are the witness's, for every index and shape (the bench
+/// verifies circuits' proofs with them without making their witnesses); another partition's
+/// differ.
+#[test]
+fn public_inputs_alone_are_the_witness_inputs() {
+    use rand::Rng;
+    let mut rng = fresh_rng();
+    for (log_n, num_inputs) in [(3, 1), (6, 4), (8, 9)] {
+        let spec = SyntheticSpec { keys: KeyKind::Random, ..spec(log_n, num_inputs, fresh_seed()) };
+        let index = rng.gen_range(0..10_000);
+        let inputs = spec.public_inputs(index).unwrap();
+        assert_eq!(inputs, spec.witness(index).unwrap().public_inputs(), "2^{log_n}, partition {index}");
+        assert_eq!(inputs.len(), num_inputs);
+        assert_ne!(inputs, spec.public_inputs(index + 1).unwrap(), "partition {} has the same inputs", index + 1);
+    }
+}

@@ -341,8 +341,13 @@ pub fn run(args: &BenchArgs) -> Result<BenchReport> {
         DeviceSelection::Only(list) => list.len(),
         DeviceSelection::All => crate::backend::cuda::device_count().max(args.cpu_devices),
     };
-    let distinct =
-        args.witnesses.unwrap_or((args.in_flight + 2) * most_devices.max(1)).clamp(1, args.partitions.max(1));
+    // With --synthesize the pipeline makes each partition's witness from its circuit; one
+    // witness made here serves the floors (at 2^26 a witness is about 10 GB, and holding as
+    // many as the stream cycles through beside the synthesis ran a host out of memory).
+    let distinct = match args.synthesize {
+        true => 1,
+        false => args.witnesses.unwrap_or((args.in_flight + 2) * most_devices.max(1)).clamp(1, args.partitions.max(1)),
+    };
     tracing::info!(distinct, "generating witnesses");
     let witnesses = (0..distinct).into_par_iter().map(|i| spec.witness(i).map(Arc::new)).collect::<Result<Vec<_>>>()?;
 
@@ -460,12 +465,21 @@ fn stream_partitions(
         }
     };
     let started = Instant::now();
-    for (i, witness) in witnesses.iter().enumerate().cycle().take(partitions) {
-        public_inputs.push(witness.public_inputs().to_vec());
+    for i in 0..partitions {
         let handle = match synthesize {
-            // The circuit of the same witness: its proof verifies with the same inputs.
-            true => prover.submit_circuits(CircuitRequest::new(key.clone(), vec![spec.circuit(i)], &mut rng))?,
-            false => prover.submit(ProofRequest::new(key.clone(), vec![witness.clone()], &mut rng))?,
+            // A circuit of its own for every partition; its inputs are what its proof verifies
+            // with.
+            true => {
+                public_inputs.push(spec.public_inputs(i)?);
+                prover.submit_circuits(CircuitRequest::new(key.clone(), vec![spec.circuit(i)], &mut rng))?
+            }
+            false => {
+                let witness = witnesses.get(i % witnesses.len().max(1)).ok_or_else(|| {
+                    Error::Config("the bench has no witness to stream".into())
+                })?;
+                public_inputs.push(witness.public_inputs().to_vec());
+                prover.submit(ProofRequest::new(key.clone(), vec![witness.clone()], &mut rng))?
+            }
         };
         pending.push_back(handle);
         while pending.len() > outstanding {
