@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use snarkpipe::circuit::{witness_assignment, ConstraintMatrices, EvaluationCheck, SatisfactionCheck, Witness};
+use snarkpipe::circuit::{witness_assignment, witness_assignment_sized, ConstraintMatrices, EvaluationCheck, SatisfactionCheck, Witness};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::{Error, Scalar};
 
@@ -466,4 +466,30 @@ fn random_seeded_circuits_at_larger_sizes_match() {
         let ours = Witness::synthesize_with(proved, &matrices, EvaluationCheck::On).unwrap();
         assert_same_witness(&ours, &reference, &format!("seed {seed}, round {round}"));
     }
+}
+
+/// The witness-only constraint system gives bellperson's `WitnessCS` values, whatever the
+/// capacity it was sized for (none, exact, too small, too large); another partition's circuit
+/// gives another assignment (the comparison can fail).
+#[test]
+fn witness_only_synthesis_gives_witness_cs_values_at_any_capacity() {
+    use bellperson::util_cs::witness_cs::WitnessCS;
+    let mut rng = fresh_rng();
+    let spec = SyntheticSpec {
+        log_n: 7,
+        num_inputs: 3,
+        profile: WitnessProfile::Random,
+        keys: KeyKind::Random,
+        seed: fresh_seed(),
+    };
+    let index = rng.gen_range(0..1000);
+    let mut reference = WitnessCS::<Scalar>::new();
+    spec.circuit(index).synthesize(&mut reference).unwrap();
+    let (inputs, aux) = (reference.scalar_inputs(), reference.scalar_aux());
+    for (num_inputs, num_aux) in [(0, 0), (inputs.len(), aux.len()), (1, aux.len() / 3), (100, aux.len() * 2)] {
+        let sized = witness_assignment_sized(spec.circuit(index), num_inputs, num_aux).unwrap();
+        assert_eq!(sized, (inputs.clone(), aux.clone()), "partition {index}, sized for {num_inputs} and {num_aux}");
+    }
+    let other = witness_assignment(spec.circuit(index + 1)).unwrap();
+    assert_ne!(other.1, aux, "partition {}'s circuit gave partition {index}'s aux", index + 1);
 }

@@ -1128,34 +1128,6 @@ mod tests {
         assert_ne!(twin, matrices);
     }
 
-    /// The owned witness-only system gives bellperson's `WitnessCS` values, whatever the
-    /// capacity it was sized for (none, exact, too small, too large); and a circuit that
-    /// differs in one value gives another assignment (the comparison can fail).
-    #[test]
-    fn witness_only_synthesis_gives_witness_cs_values_at_any_capacity() {
-        use bellperson::util_cs::witness_cs::WitnessCS;
-        use rand::{Rng, SeedableRng};
-        let seed: u64 = rand::random();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let spec = crate::synthetic::SyntheticSpec {
-            log_n: 7,
-            num_inputs: 3,
-            profile: crate::synthetic::WitnessProfile::Random,
-            keys: crate::synthetic::KeyKind::Random,
-            seed: rng.gen(),
-        };
-        let index = rng.gen_range(0..1000);
-        let mut reference = WitnessCS::<Scalar>::new();
-        spec.circuit(index).synthesize(&mut reference).unwrap();
-        let (inputs, aux) = (reference.scalar_inputs(), reference.scalar_aux());
-        for (num_inputs, num_aux) in [(0, 0), (inputs.len(), aux.len()), (1, aux.len() / 3), (100, aux.len() * 2)] {
-            let sized = witness_assignment_sized(spec.circuit(index), num_inputs, num_aux).unwrap();
-            assert_eq!(sized, (inputs.clone(), aux.clone()), "seed {seed}, sized for {num_inputs} and {num_aux}");
-        }
-        let other = witness_assignment(spec.circuit(index + 1)).unwrap();
-        assert_ne!(other.1, aux, "seed {seed}: another partition's circuit gave the same aux");
-    }
-
     #[test]
     fn an_assignment_of_the_wrong_length_names_both_lengths() {
         let circuit = Written { x: 3, y: 5, z_in_b: false };
