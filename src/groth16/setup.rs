@@ -433,13 +433,7 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-
-    /// A fresh seed per run, printed so that a failure can be replayed.
-    fn fresh_rng(test: &str) -> ChaCha8Rng {
-        let seed: u64 = rand::thread_rng().gen();
-        eprintln!("{test}: seed {seed}");
-        ChaCha8Rng::seed_from_u64(seed)
-    }
+    use crate::math::fresh_rng;
 
     /// A random circuit with every kind of term: coefficients one, minus one, zero and random,
     /// repeated variables, ONE and aux 0 in most constraints (heavy blocks) and, with `stray`,

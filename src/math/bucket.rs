@@ -695,14 +695,8 @@ pub fn choose_accumulation<C: BucketCurve>(points: usize, buckets: usize, costs:
 mod tests {
     use super::*;
     use group::{Curve, Group};
-    use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-
-    fn fresh_rng(test: &str) -> ChaCha8Rng {
-        let seed: u64 = rand::thread_rng().gen();
-        eprintln!("{test}: seed {seed}");
-        ChaCha8Rng::seed_from_u64(seed)
-    }
+    use crate::math::fresh_rng;
 
     fn random_point<C: BucketCurve + PrimeCurveAffine>(rng: &mut ChaCha8Rng) -> Point<C::Base> {
         C::Curve::random(rng).to_affine().coordinates().expect("a random point is not the identity")

@@ -27,3 +27,12 @@ pub(crate) fn filled<T: Copy + Send + Sync>(len: usize, value: T) -> Vec<T> {
     (0..len).into_par_iter().with_min_len(1 << 12).map(|_| value).collect_into_vec(&mut out);
     out
 }
+
+/// A fresh RNG for a unit test, its seed printed so that a failure can be replayed.
+#[cfg(test)]
+pub(crate) fn fresh_rng(test: &str) -> rand_chacha::ChaCha8Rng {
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = rand::thread_rng().gen();
+    eprintln!("{test}: seed {seed}");
+    rand_chacha::ChaCha8Rng::seed_from_u64(seed)
+}

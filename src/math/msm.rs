@@ -59,14 +59,8 @@ mod tests {
     use super::*;
     use ff::Field;
     use group::{prime::PrimeCurveAffine, Curve};
-    use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-
-    fn fresh_rng(test: &str) -> ChaCha8Rng {
-        let seed: u64 = rand::thread_rng().gen();
-        eprintln!("{test}: seed {seed}");
-        ChaCha8Rng::seed_from_u64(seed)
-    }
+    use crate::math::fresh_rng;
 
     fn naive_g1(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
         bases.iter().zip(scalars).map(|(p, s)| G1Projective::from(p) * s).sum()

@@ -128,15 +128,8 @@ fn bit_reverse_permutation(v: &mut [Scalar], log_n: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-
-    /// A fresh seed per run, printed so that a failure can be replayed.
-    fn fresh_rng(test: &str) -> ChaCha8Rng {
-        let seed: u64 = rand::thread_rng().gen();
-        eprintln!("{test}: seed {seed}");
-        ChaCha8Rng::seed_from_u64(seed)
-    }
+    use crate::math::fresh_rng;
 
     fn random_vec(rng: &mut ChaCha8Rng, n: usize) -> Vec<Scalar> {
         (0..n).map(|_| Scalar::random(&mut *rng)).collect()

@@ -69,14 +69,8 @@ pub fn from_coset_evaluations(v: &mut [Scalar], domain: Domain) {
 mod tests {
     use super::*;
     use crate::math::ntt;
-    use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-
-    fn fresh_rng(test: &str) -> ChaCha8Rng {
-        let seed: u64 = rand::thread_rng().gen();
-        eprintln!("{test}: seed {seed}");
-        ChaCha8Rng::seed_from_u64(seed)
-    }
+    use crate::math::fresh_rng;
 
     fn horner(coeffs: &[Scalar], x: Scalar) -> Scalar {
         coeffs.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c)
