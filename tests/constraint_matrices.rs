@@ -11,7 +11,9 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use snarkpipe::circuit::{witness_assignment, witness_assignment_sized, ConstraintMatrices, EvaluationCheck, SatisfactionCheck, Witness};
+use snarkpipe::circuit::{
+    witness_assignment, witness_assignment_sized, ConstraintMatrices, EvaluationCheck, SatisfactionCheck, Witness,
+};
 use snarkpipe::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
 use snarkpipe::{Error, Scalar};
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use bellperson::groth16::{verify_proof, PreparedVerifyingKey};
 use blstrs::{Bls12, Scalar};
+use cap::Cap;
 use ff::Field;
 use rand::Rng;
 use snarkpipe::backend::BackendKind;
@@ -26,7 +27,6 @@ use snarkpipe::params::ProvingKey;
 use snarkpipe::prover::{FaultInjection, FaultScope, Priority, ProofHandle, ProofRequest, Prover, ProverConfig};
 use snarkpipe::synthetic::{SyntheticSpec, WitnessProfile};
 use snarkpipe::Error;
-use cap::Cap;
 
 /// The daemon's allocator (`src/main.rs`), counted: the live bytes tell a leak from pages an
 /// allocator keeps.
@@ -282,7 +282,11 @@ fn a_prover_that_never_restarts_keeps_its_memory_its_proofs_and_its_failures_in_
         MAX_RSS_GROWTH * 100.0,
         mib(end_bytes) - mib(warm_bytes)
     );
-    eprintln!("  live heap         {:.1} MiB after {WARM_PARTITIONS}, {:.1} MiB at the end", mib(warm_live), mib(end_live));
+    eprintln!(
+        "  live heap         {:.1} MiB after {WARM_PARTITIONS}, {:.1} MiB at the end",
+        mib(warm_live),
+        mib(end_live)
+    );
     let along: Vec<String> = checkpoints.iter().map(|(n, _, l)| format!("{n}: {:.1}", mib(*l))).collect();
     eprintln!("  live along the way {} (MiB, busy)", along.join(", "));
     eprintln!("  live heap growth  {:+.2} % (at most {:.0} %)", live_growth * 100.0, MAX_LIVE_GROWTH * 100.0);

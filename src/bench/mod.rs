@@ -474,9 +474,9 @@ fn stream_partitions(
                 prover.submit_circuits(CircuitRequest::new(key.clone(), vec![spec.circuit(i)], &mut rng))?
             }
             false => {
-                let witness = witnesses.get(i % witnesses.len().max(1)).ok_or_else(|| {
-                    Error::Config("the bench has no witness to stream".into())
-                })?;
+                let witness = witnesses
+                    .get(i % witnesses.len().max(1))
+                    .ok_or_else(|| Error::Config("the bench has no witness to stream".into()))?;
                 public_inputs.push(witness.public_inputs().to_vec());
                 prover.submit(ProofRequest::new(key.clone(), vec![witness.clone()], &mut rng))?
             }

@@ -431,9 +431,9 @@ impl ConstraintSystem<Scalar> for KeyAssembly {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::fresh_rng;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-    use crate::math::fresh_rng;
 
     /// A random circuit with every kind of term: coefficients one, minus one, zero and random,
     /// repeated variables, ONE and aux 0 in most constraints (heavy blocks) and, with `stray`,

@@ -694,9 +694,9 @@ pub fn choose_accumulation<C: BucketCurve>(points: usize, buckets: usize, costs:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::fresh_rng;
     use group::{Curve, Group};
     use rand_chacha::ChaCha8Rng;
-    use crate::math::fresh_rng;
 
     fn random_point<C: BucketCurve + PrimeCurveAffine>(rng: &mut ChaCha8Rng) -> Point<C::Base> {
         C::Curve::random(rng).to_affine().coordinates().expect("a random point is not the identity")

@@ -57,10 +57,10 @@ pub fn msm_g2(bases: &[G2Affine], scalars: &[Scalar]) -> G2Projective {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::fresh_rng;
     use ff::Field;
     use group::{prime::PrimeCurveAffine, Curve};
     use rand_chacha::ChaCha8Rng;
-    use crate::math::fresh_rng;
 
     fn naive_g1(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
         bases.iter().zip(scalars).map(|(p, s)| G1Projective::from(p) * s).sum()

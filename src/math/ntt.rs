@@ -128,8 +128,8 @@ fn bit_reverse_permutation(v: &mut [Scalar], log_n: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_chacha::ChaCha8Rng;
     use crate::math::fresh_rng;
+    use rand_chacha::ChaCha8Rng;
 
     fn random_vec(rng: &mut ChaCha8Rng, n: usize) -> Vec<Scalar> {
         (0..n).map(|_| Scalar::random(&mut *rng)).collect()

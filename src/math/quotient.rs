@@ -68,9 +68,9 @@ pub fn from_coset_evaluations(v: &mut [Scalar], domain: Domain) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::fresh_rng;
     use crate::math::ntt;
     use rand_chacha::ChaCha8Rng;
-    use crate::math::fresh_rng;
 
     fn horner(coeffs: &[Scalar], x: Scalar) -> Scalar {
         coeffs.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c)
