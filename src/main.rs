@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 /// mimalloc, not glibc's malloc: the daemon hands buffers from thread to thread for months,
 /// and glibc gives each contending thread an arena of its own (up to eight per core) that keeps
 /// the pages freed into it: under the soak's load on 16 cores the resident memory kept growing
-/// past the soak's bound (BENCHMARKS.md). `tests/soak.rs` runs on this allocator.
+/// past the soak's bound, and on mimalloc it did not (BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
