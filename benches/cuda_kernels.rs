@@ -15,7 +15,9 @@ use group::{Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{cuda_available, GpuContext, GpuStream, MsmOptions, ProbeField};
+use snarkpipe::backend::cuda::{
+    cuda_available, scatter_kind_for, window_bits_for, GpuContext, GpuStream, MsmOptions, ProbeField, ScatterKind,
+};
 use snarkpipe::bench::floor;
 use snarkpipe::circuit::{witness_assignment, ConstraintMatrices};
 use snarkpipe::plan::{scalar_bytes, MatricesLayout};
@@ -106,6 +108,26 @@ fn wide_window_variant(bits: bool, n: usize, opts: MsmOptions) -> Vec<(String, M
     }
     let label = "20-bit windows forced (as the 2^27 partition's bits MSMs took before)";
     vec![(label.to_string(), MsmOptions { window_bits: Some(20), ..opts })]
+}
+
+/// The same MSM with the scatter its default did not take (MsmOptions::scatter), so that one
+/// run times the direct scatter against the binned one in one process. A random MSM's window
+/// is the single-pass one (`window_bits_for`); a bits-profile MSM picks its window from the
+/// scalars it finds, so it gets both kinds forced, one of them the default's.
+fn scatter_variants(bits: bool, n: usize, opts: MsmOptions) -> Vec<(String, MsmOptions)> {
+    let kinds = if bits {
+        vec![ScatterKind::Direct, ScatterKind::Binned]
+    } else {
+        match scatter_kind_for(window_bits_for(n)) {
+            ScatterKind::Binned => vec![ScatterKind::Direct],
+            ScatterKind::Direct => vec![ScatterKind::Binned],
+        }
+    };
+    let label = |kind| match kind {
+        ScatterKind::Direct => "direct scatter",
+        ScatterKind::Binned => "binned scatter",
+    };
+    kinds.into_iter().map(|kind| (label(kind).to_string(), MsmOptions { scatter: Some(kind), ..opts })).collect()
 }
 
 fn ntt_ms(s: &GpuStream, log_n: u32) -> f64 {
@@ -282,19 +304,21 @@ fn main() {
             let ms = time_ms(3, || {
                 default_result = Some(s.msm_g1(&g1_bases, &ds, n, opts).unwrap());
             });
-            let c = snarkpipe::backend::cuda::window_bits_for(n) as f64;
+            let c = window_bits_for(n) as f64;
             let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
             let floor = adds * g1_add_s * 1e3;
             let profile = if bits { "bits" } else { "random" };
             row(format!("G1 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"));
-            // Variants of the same MSM: the scatter's window groups (the default is
-            // scatter_windows_for(c)), one pass where the default runs several (what the
-            // bounded scratch of passes costs), the wide window for bits in passes.
+            // Variants of the same MSM: the other scatter, the direct scatter's window groups
+            // (its default is scatter_windows_for(c)), one pass where the default runs several
+            // (what the bounded scratch of passes costs), the wide window for bits in passes.
             let mut variants = wide_window_variant(bits, n, opts);
+            variants.extend(scatter_variants(bits, n, opts));
             if !bits && log_n >= 22 {
                 for group in [2usize, 4, 13] {
-                    let grouped = MsmOptions { scatter_windows: Some(group), ..opts };
-                    variants.push((format!("scatter {group} windows a launch"), grouped));
+                    let grouped =
+                        MsmOptions { scatter: Some(ScatterKind::Direct), scatter_windows: Some(group), ..opts };
+                    variants.push((format!("direct scatter {group} windows a launch"), grouped));
                 }
             }
             if !bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
@@ -327,12 +351,13 @@ fn main() {
             let ms = time_ms(3, || {
                 default_result = Some(s.msm_g2(&g2_bases, &ds, n, opts).unwrap());
             });
-            let c = snarkpipe::backend::cuda::window_bits_for(n) as f64;
+            let c = window_bits_for(n) as f64;
             let adds = n as f64 * (256.0 / c).ceil() * if bits { 0.05 } else { 1.0 };
             let floor = adds * g2_add_s * 1e3;
             let profile = if bits { "bits" } else { "random" };
             row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"));
-            let variants = wide_window_variant(bits, n, opts);
+            let mut variants = wide_window_variant(bits, n, opts);
+            variants.extend(scatter_variants(bits, n, opts));
             let run = |variant| s.msm_g2(&g2_bases, &ds, n, variant).unwrap();
             for (what, figure) in time_variants(variants, &default_result, run) {
                 row(format!("G2 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"));

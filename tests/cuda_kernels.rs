@@ -11,7 +11,7 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{GpuContext, GpuStream, MsmOptions};
+use snarkpipe::backend::cuda::{GpuContext, GpuStream, MsmOptions, ScatterKind};
 
 mod common;
 use snarkpipe::circuit::{Density, PackedDensity};
@@ -80,6 +80,7 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_msm_g2(&s, &mut rng);
     check_bucket_edges(&s, &mut rng);
     check_msm_passes(&s, &mut rng);
+    check_msm_scatters(&s, &mut rng);
     check_select(&s, &mut rng);
     check_errors(&s);
     ctx.clear_caches();
@@ -154,25 +155,40 @@ fn msm_g1_both(
     (got, snarkpipe::math::msm::msm_g1(bases, scalars))
 }
 
+/// Both ways of sorting the entries into buckets (MsmOptions::scatter); the default picks one
+/// by the window size.
+const SCATTERS: [ScatterKind; 2] = [ScatterKind::Direct, ScatterKind::Binned];
+
 fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let max = 1 << 22;
     let bases = random_points::<G1Projective>(max, rng);
     let scalars = random_scalars(max, rng);
     for n in [1usize, 2, 3, 7, 100, 1000, (1 << 12) + 3, 1 << 16, (1 << 18) - 1, 1 << 20, 1 << 22] {
-        for fast in [false, true] {
-            let (got, want) =
-                msm_g1_both(s, &bases[..n], &scalars[..n], MsmOptions { ones_fast_path: fast, ..Default::default() });
-            assert_eq!(got, want, "G1 MSM of {n} random terms (fast path {fast})");
+        let (db, ds) = (s.upload(&bases[..n]).unwrap(), s.upload(&scalars[..n]).unwrap());
+        let want = snarkpipe::math::msm::msm_g1(&bases[..n], &scalars[..n]);
+        // the default scatter with and without the fast path, then each scatter forced
+        let forced = SCATTERS.map(|kind| (false, Some(kind)));
+        for (fast, scatter) in [(false, None), (true, None)].into_iter().chain(forced) {
+            let opts = MsmOptions { ones_fast_path: fast, scatter, ..Default::default() };
+            let got = s.msm_g1(&db, &ds, n, opts).unwrap();
+            assert_eq!(got, want, "G1 MSM of {n} random terms (fast path {fast}, scatter {scatter:?})");
         }
     }
-    // every window size on one input
+    // every window size on one input, with each scatter
     let n = 3000;
     let want = snarkpipe::math::msm::msm_g1(&bases[..n], &scalars[..n]);
     for c in 2..=20 {
-        // every window size, and scatter launches of 1 to 7 windows
-        let opts = MsmOptions { window_bits: Some(c), scatter_windows: Some(1 + c as usize % 7), ..Default::default() };
-        let (got, _) = msm_g1_both(s, &bases[..n], &scalars[..n], opts);
-        assert_eq!(got, want, "G1 MSM with {c}-bit windows");
+        for scatter in SCATTERS {
+            // every window size, and direct scatter launches of 1 to 7 windows
+            let opts = MsmOptions {
+                window_bits: Some(c),
+                scatter_windows: Some(1 + c as usize % 7),
+                scatter: Some(scatter),
+                ..Default::default()
+            };
+            let (got, _) = msm_g1_both(s, &bases[..n], &scalars[..n], opts);
+            assert_eq!(got, want, "G1 MSM with {c}-bit windows, {scatter:?} scatter");
+        }
     }
     // negative twin
     let mut wrong = scalars[..1000].to_vec();
@@ -340,18 +356,26 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
         .collect();
     scalars[..20_000].iter_mut().for_each(|x| *x = Scalar::ZERO);
     let want = snarkpipe::math::msm::msm_g1(&bases, &scalars);
+    let (db, ds) = (s.upload(&bases).unwrap(), s.upload(&scalars).unwrap());
     for (pass, window) in [(20_000, None), (7_919, None), (33_334, Some(11)), (1 << 16, None), (n - 1, Some(20))] {
         for fast in [false, true] {
-            let opts = MsmOptions {
-                window_bits: window,
-                ones_fast_path: fast,
-                pass_points: Some(pass),
-                scatter_windows: Some(1 + pass % 5),
-            };
-            let (got, _) = msm_g1_both(s, &bases, &scalars, opts);
-            assert_eq!(got, want, "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast})");
+            for scatter in SCATTERS {
+                let opts = MsmOptions {
+                    window_bits: window,
+                    ones_fast_path: fast,
+                    pass_points: Some(pass),
+                    scatter_windows: Some(1 + pass % 5),
+                    scatter: Some(scatter),
+                };
+                let got = s.msm_g1(&db, &ds, n, opts).unwrap();
+                assert_eq!(
+                    got, want,
+                    "G1 MSM of {n} terms in passes of {pass} (window {window:?}, fast path {fast}, {scatter:?} scatter)"
+                );
+            }
         }
     }
+    drop((db, ds));
     let mut twin = scalars.clone();
     twin[n - 2] += Scalar::ONE;
     let opts = MsmOptions { pass_points: Some(7_919), ..Default::default() };
@@ -365,6 +389,118 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
         assert_eq!(s.msm_g2(&db, &ds, m, opts).unwrap(), want2, "G2 MSM in passes of 4099 (fast path {fast})");
     }
     println!("MSM in passes (G1, G2; random, bits, edges, a first pass of zeros): equal to blstrs");
+}
+
+/// 2^k as a scalar.
+fn two_to(k: u32) -> Scalar {
+    Scalar::from(2u64).pow_vartime([k as u64])
+}
+
+/// `n` scalars whose signed `c`-bit digits reach the sort's edges, mixed with random ones:
+/// 0 and 1, r − 1, 2^(c−1) (the largest digit: the last bucket of the last bin), 2^(c−1) + 1
+/// and 2^c − 1 (negative digits with carries), 2^top − 1 (a carry through every window up to
+/// the top one), values with only the top window nonzero (where that window can hold any),
+/// and ±2^(c−1) moved to a random window.
+fn digit_edge_scalars(c: u32, n: usize, rng: &mut ChaCha8Rng) -> Vec<Scalar> {
+    let windows = 256u32.div_ceil(c);
+    let top = c * (windows - 1);
+    let half = two_to(c - 1);
+    (0..n)
+        .map(|i| match i % 12 {
+            0 => Scalar::ZERO,
+            1 => Scalar::ONE,
+            2 => -Scalar::ONE,
+            3 => half,
+            4 => half + Scalar::ONE,
+            5 => two_to(c) - Scalar::ONE,
+            6 => two_to(top) - Scalar::ONE,
+            // d·2^top < 2^254 < r
+            7 if top < 254 => Scalar::from(1 + rng.next_u64() % ((1u64 << (254 - top)) - 1).max(1)) * two_to(top),
+            8 => half * two_to(c * (rng.next_u32() % windows)),
+            9 => -(half * two_to(c * (rng.next_u32() % windows))),
+            _ => Scalar::random(&mut *rng),
+        })
+        .collect()
+}
+
+/// The two scatters (MsmOptions::scatter) against each other and blstrs, on G1 and G2: random
+/// scalars at sizes of one and of many of the binned scatter's tiles (4096 scalars) and not a
+/// multiple of one, windows where it bins (c = 20: 512 bins of 1024 buckets; 17, 16, 12) and
+/// where the default keeps the direct scatter (11, 5); digit edge cases (zeros, ones, r − 1,
+/// the largest digit, negative digits and carries, only the top window nonzero); all scalars
+/// equal (every entry of a window in one bucket, so one bin holds them all); windows with no
+/// entries at all (only the top window nonzero, all ones); MSMs in several passes; and a
+/// twin with one scalar changed, which must differ.
+fn check_msm_scatters(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    let large = (1 << 18) + 77;
+    let bases = random_points::<G1Projective>(large, rng);
+    let db = s.upload(&bases).unwrap();
+    let small = 3 * 4096 + 1234;
+    // every scatter, at every window given, with the options given, equals blstrs
+    let check = |what: &str, scalars: &[Scalar], windows: &[Option<u32>], extra: MsmOptions| {
+        let want = snarkpipe::math::msm::msm_g1(&bases[..scalars.len()], scalars);
+        let ds = s.upload(scalars).unwrap();
+        for &window_bits in windows {
+            for scatter in SCATTERS {
+                let opts = MsmOptions { window_bits, scatter: Some(scatter), ..extra };
+                let got = s.msm_g1(&db, &ds, scalars.len(), opts).unwrap();
+                assert_eq!(got, want, "G1 MSM, {what}: {scatter:?} scatter, window {window_bits:?}, {extra:?}");
+            }
+        }
+        want
+    };
+    let plain = MsmOptions::default();
+    let random = random_scalars(large, rng);
+    let windows = [Some(20), Some(17), Some(16), Some(12), Some(11), Some(5), None];
+    let want = check("random", &random[..small], &windows, plain);
+    check("random, 2^18 + 77", &random, &[None, Some(20), Some(17)], plain);
+    for c in [20u32, 17, 16, 12, 7] {
+        let edges = digit_edge_scalars(c, small, rng);
+        for fast in [false, true] {
+            check("digit edges", &edges, &[Some(c)], MsmOptions { ones_fast_path: fast, ..plain });
+        }
+        // several passes into the same buckets, a pass ending inside a tile
+        let passes = MsmOptions { pass_points: Some(4099), ..plain };
+        check("digit edges in passes of 4099", &edges, &[Some(c)], passes);
+    }
+    let equal = vec![random[5]; 20_000];
+    check("all scalars equal", &equal, &[Some(20), Some(17), None], plain);
+    for c in [20u32, 16] {
+        let top = c * (256u32.div_ceil(c) - 1);
+        let top_only: Vec<Scalar> =
+            (0..small).map(|_| Scalar::from(1 + rng.next_u64() % ((1 << (254 - top)) - 1)) * two_to(top)).collect();
+        check("only the top window nonzero", &top_only, &[Some(c)], plain);
+    }
+    let ones = vec![Scalar::ONE; small];
+    check("all ones, no fast path", &ones, &[Some(20), Some(12)], plain);
+    // the negative twin: one scalar changed must change the sum
+    let mut twin = random[..small].to_vec();
+    twin[small - 3] += Scalar::ONE;
+    let dt = s.upload(&twin).unwrap();
+    for scatter in SCATTERS {
+        let opts = MsmOptions { window_bits: Some(20), scatter: Some(scatter), ..plain };
+        assert_ne!(s.msm_g1(&db, &dt, small, opts).unwrap(), want, "{scatter:?} scatter: a changed scalar must show");
+    }
+    drop((db, dt));
+
+    let n2 = 5003;
+    let bases2 = random_points::<G2Projective>(n2, rng);
+    let db2 = s.upload(&bases2).unwrap();
+    let check_g2 = |what: &str, scalars: &[Scalar], windows: &[Option<u32>]| {
+        let want = snarkpipe::math::msm::msm_g2(&bases2, scalars);
+        let ds = s.upload(scalars).unwrap();
+        for &window_bits in windows {
+            for scatter in SCATTERS {
+                let opts = MsmOptions { window_bits, scatter: Some(scatter), ..plain };
+                let got = s.msm_g2(&db2, &ds, n2, opts).unwrap();
+                assert_eq!(got, want, "G2 MSM, {what}: {scatter:?} scatter, window {window_bits:?}");
+            }
+        }
+    };
+    check_g2("random", &random[..n2], &[Some(20), Some(17), None]);
+    check_g2("digit edges", &digit_edge_scalars(20, n2, rng), &[Some(20)]);
+    check_g2("all equal", &vec![random[9]; n2], &[Some(20)]);
+    println!("MSM scatters (direct, binned) on G1 and G2: random, digit edges, equal scalars, empty windows, passes: equal to blstrs");
 }
 
 /// The device's query selection against the host's, at fresh densities and sizes that are

@@ -7,8 +7,12 @@
 //  2. msm_digit_histogram: signed c-bit digits (d in [-2^(c-1), 2^(c-1)]); counts per
 //     (window, |d|) bucket. Zero digits are skipped.
 //  3. msm_scan_*: exclusive prefix sum of the counts -> bucket offsets.
-//  4. msm_scatter_indexed: point indices (sign in bit 31) grouped by bucket (a counting sort); it leaves
-//     each bucket's end offset in the counts array ("ends").
+//  4. The scatter: point indices (sign in bit 31) grouped by bucket (a counting sort); it leaves
+//     each bucket's end offset in the counts array ("ends"). Either msm_scatter_indexed (a
+//     returning global atomic per entry, several windows a launch) or the binned scatter
+//     (msm_bin_cursors, then msm_bin_scatter and msm_bin_place per window: coarse bins of
+//     buckets first, then the buckets within each bin by shared-memory cursors); the host
+//     picks one by the window size.
 //  5. msm_gX_buckets: the sorted entries are cut into equal chunks, one thread per chunk, so every
 //     thread does the same number of mixed additions whatever the bucket sizes. A thread writes
 //     each bucket that starts inside its chunk to the bucket array, and the partial sum of a bucket
@@ -58,18 +62,36 @@ __device__ __forceinline__ u32 scalar_bits(const fr_t& s, u32 pos, u32 c) {
     return (u32)(w >> shift) & ((1u << c) - 1);
 }
 
+// Window w's signed digit of s, |d| in [0, 2^(c-1)], given the carry out of window w - 1;
+// leaves the carry out of window w in `carry`. The one definition of the digits: the histogram
+// and both scatters must agree on every entry, or the scan's offsets leave holes.
+__device__ __forceinline__ u32 signed_digit(const fr_t& s, u32 c, u32 w, u32& carry, bool& neg) {
+    const u32 half = 1u << (c - 1);
+    u32 d = scalar_bits(s, w * c, c) + carry;
+    neg = false;
+    if (d > half) { d = (1u << c) - d; neg = true; carry = 1; } else { carry = 0; }
+    return d;
+}
+
 // Calls f(window, bucket (0-based), negative) for every nonzero signed digit of s.
 template <class Fn>
 __device__ __forceinline__ void for_each_digit(const fr_t& s, u32 c, u32 windows, Fn f) {
     if (s.is_zero()) return;
-    const u32 half = 1u << (c - 1);
     u32 carry = 0;
     for (u32 w = 0; w < windows; w++) {
-        u32 d = scalar_bits(s, w * c, c) + carry;
-        bool neg = false;
-        if (d > half) { d = (1u << c) - d; neg = true; carry = 1; } else { carry = 0; }
+        bool neg;
+        const u32 d = signed_digit(s, c, w, carry, neg);
         if (d) f(w, d - 1, neg);
     }
+}
+
+// |digit| of window `target` alone (0: no entry), as for_each_digit computes it: the carries
+// of the windows below it run through the same recurrence.
+__device__ __forceinline__ u32 window_digit(const fr_t& s, u32 c, u32 target, bool& neg) {
+    u32 carry = 0, d = 0;
+    neg = false;
+    for (u32 w = 0; w <= target; w++) d = signed_digit(s, c, w, carry, neg);
+    return d;
 }
 
 extern "C" __global__ void msm_digit_histogram(const fr_t* scalars, u32 n, u32 c, u32 windows, u32* counts) {
@@ -105,6 +127,165 @@ extern "C" __global__ void msm_scatter_indexed(const fr_t* scalars, const u32* i
             __stcs(entries + pos, point | (neg ? 0x80000000u : 0u));
         });
     }
+}
+
+// ---- the binned scatter: a two-level counting sort, one window at a time ----
+// msm_scatter_indexed waits on a returning global atomic for every entry. The binned scatter
+// sorts a window in two passes over its entries instead, whose per-entry atomics are on shared
+// memory: window w's bucket b belongs to the coarse bin b >> shift, of 2^log_bins bins of
+// 2^shift buckets each (window_bins below; the host mirrors it, window_bin_geometry in
+// src/backend/cuda/msm.rs). The bins cover the buckets the window can use: 2^(c-1), except in
+// the top window, which has fewer bits of a 256-bit scalar (at c = 20 sixteen: buckets below
+// 2^16), so that its entries still spread over all bins instead of a sixteenth of them.
+//  A. msm_bin_scatter (a block per tile of BIN_TILE scalars): each entry takes its rank within its
+//     tile's bin from a shared counter; one returning global atomic per non-empty (tile, bin) on
+//     the bin's cursor reserves the run; the entry goes to temp[run + rank] with its bucket.
+//  B. msm_bin_place (a block per bin): the bin's buckets' offsets, loaded into shared memory,
+//     are its cursors; each of the bin's entries in temp is placed at entries[cursor++], and the
+//     cursors, now the buckets' ends, go back to counts.
+// Its output is msm_scatter_indexed's: entries grouped by bucket, counts turned into ends (the
+// order within a bucket differs, which no sum depends on).
+//
+// Sizes. 512 bins a window at most (BIN_LOG_MAX): phase A's per-bin counters and run bases take
+// 4 KiB of shared memory and its tiles of 4096 scalars average 8 entries a bin when all bins are
+// in use, so a block makes at most one global atomic per 8 entries; phase B's 512 blocks of 512
+// threads fill an H100/H200-class GPU once. The bins' width follows: at c = 20 (2^19 buckets a
+// window, the widest the host picks) 1024 buckets, phase B's 4 KiB of shared cursors
+// (BIN_LOG_WIDTH_MAX).
+//
+// Invariants. temp holds one window's entries at positions relative to the window's first
+// offset counts[w·2^(c-1)] (a window has at most one entry per scalar, so fewer than n); the bin
+// cursors are relative the same way. Phase A must compute exactly the digits msm_digit_histogram
+// counted (window_digit and for_each_digit share signed_digit), or runs would overlap or leave
+// holes; bounds checks keep a broken invariant from writing outside temp, entries or shared
+// memory.
+#define BIN_LOG_MAX 9
+#define BIN_LOG_WIDTH_MAX 10
+#define BIN_THREADS 256
+#define BIN_PER_THREAD 16
+#define BIN_TILE (BIN_THREADS * BIN_PER_THREAD)
+// An entry's bucket and rank in its tile's bin share one word until its run is known.
+#define BIN_RANK_BITS 12
+#define BIN_NO_SLOT 0xffffffffu
+#define PLACE_THREADS 512
+// Entries a phase-B thread loads before it places them, so that several loads are in flight.
+#define PLACE_BATCH 4
+static_assert(BIN_TILE <= (1 << BIN_RANK_BITS), "a rank within a tile's bin must fit BIN_RANK_BITS");
+static_assert(BIN_LOG_MAX + BIN_LOG_WIDTH_MAX + BIN_RANK_BITS <= 31, "(bucket, rank) must stay below BIN_NO_SLOT");
+
+// Window w's bins for c-bit windows, at most 2^max_log_bins of them: its digits have
+// used = min(c - 1, 256 - w·c) bits of bucket index (a top window of k < c bits has digits of
+// at most 2^k, never negative, so buckets below 2^k), split into 2^log_bins bins of 2^shift.
+// Needs w·c < 256, which every window of ⌈256/c⌉ meets.
+__device__ __forceinline__ void window_bins(u32 c, u32 w, u32 max_log_bins, u32& log_bins, u32& shift) {
+    const u32 used = min(c - 1, 256 - w * c);
+    log_bins = min(used, max_log_bins);
+    shift = used - log_bins;
+}
+
+// Thread t of windows · 2^max_log_bins (a window's stride in bin_cursor): bin k of window w
+// starts at the offset of its first bucket; relative to the window's first offset, that is the
+// bin's cursor before phase A. Runs once after the scan, before any phase B has turned offsets
+// into ends.
+extern "C" __global__ void msm_bin_cursors(const u32* offsets, u32 c, u32 max_log_bins, u32 windows,
+                                           u32* bin_cursor) {
+    GRID_STRIDE(t, windows << max_log_bins) {
+        const u32 w = t >> max_log_bins, k = t & ((1u << max_log_bins) - 1);
+        u32 log_bins, shift;
+        window_bins(c, w, max_log_bins, log_bins, shift);
+        if (k >= (1u << log_bins)) continue;  // past this window's bins: never read
+        const u32* window = offsets + (w << (c - 1));
+        bin_cursor[t] = window[k << shift] - window[0];
+    }
+}
+
+// Phase A for window w: block g takes scalars [g·BIN_TILE, (g+1)·BIN_TILE) ∩ [0, n), which
+// thread t reads at g·BIN_TILE + j·BIN_THREADS + t (coalesced). Launched with BIN_THREADS
+// threads. After it, bin_cursor[w][k] is bin k's end (relative), which is where bin k + 1
+// starts.
+extern "C" __global__ void __launch_bounds__(BIN_THREADS)
+    msm_bin_scatter(const fr_t* scalars, const u32* index, u32 n, u32 c, u32 w, u32 max_log_bins, u32* bin_cursor,
+                    u64* temp) {
+    __shared__ u32 tile_count[1 << BIN_LOG_MAX];
+    __shared__ u32 tile_base[1 << BIN_LOG_MAX];
+    u32 log_bins, shift;
+    window_bins(c, w, max_log_bins, log_bins, shift);
+    const u32 bins = 1u << log_bins;
+    if (max_log_bins > BIN_LOG_MAX || shift > BIN_LOG_WIDTH_MAX) return;  // not a geometry the host makes
+    u32* cursor = bin_cursor + (w << max_log_bins);
+    for (u32 k = threadIdx.x; k < bins; k += BIN_THREADS) tile_count[k] = 0;
+    __syncthreads();
+    const u32 first = blockIdx.x * BIN_TILE;
+    // slot: bucket << BIN_RANK_BITS | rank, or BIN_NO_SLOT (past n, or a zero digit: no entry)
+    u32 entry[BIN_PER_THREAD], slot[BIN_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < BIN_PER_THREAD; j++) {
+        const u32 i = first + j * BIN_THREADS + threadIdx.x;
+        slot[j] = BIN_NO_SLOT;
+        entry[j] = 0;
+        if (i < n) {
+            bool neg;
+            const u32 d = window_digit(load_streaming(scalars + i), c, w, neg);
+            // d - 1 < 2^(log_bins + shift) (window_bins), so b >> shift is one of the bins
+            if (d && ((d - 1) >> shift) < bins) {
+                const u32 b = d - 1;
+                slot[j] = (b << BIN_RANK_BITS) | atomicAdd(&tile_count[b >> shift], 1u);
+                entry[j] = __ldcs(index + i) | (neg ? 0x80000000u : 0u);
+            }
+        }
+    }
+    __syncthreads();
+    for (u32 k = threadIdx.x; k < bins; k += BIN_THREADS) {
+        const u32 m = tile_count[k];
+        if (m) tile_base[k] = atomicAdd(&cursor[k], m);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < BIN_PER_THREAD; j++) {
+        if (slot[j] == BIN_NO_SLOT) continue;
+        const u32 b = slot[j] >> BIN_RANK_BITS;
+        const u32 at = tile_base[b >> shift] + (slot[j] & ((1u << BIN_RANK_BITS) - 1));
+        if (at < n) temp[at] = ((u64)b << 32) | entry[j];
+    }
+}
+
+// Phase B for window w: block k places bin k's entries, temp[bin k's start, bin k's end) (from
+// the bin cursors phase A advanced), and leaves its buckets' ends in counts. A bin may hold any
+// number of entries (equal scalars put all of them in one bucket): the block loops. Launched
+// with PLACE_THREADS threads and a block per bin of the window (window_bins); each block reads and writes only its own
+// buckets' counts, so blocks need no order among themselves.
+extern "C" __global__ void __launch_bounds__(PLACE_THREADS)
+    msm_bin_place(const u64* temp, u32 n, const u32* bin_cursor, u32 c, u32 w, u32 max_log_bins, u32* counts,
+                  u32 entries_len, u32* entries) {
+    __shared__ u32 cursor[1 << BIN_LOG_WIDTH_MAX];
+    u32 log_bins, shift;
+    window_bins(c, w, max_log_bins, log_bins, shift);
+    const u32 k = blockIdx.x, width = 1u << shift;
+    if (max_log_bins > BIN_LOG_MAX || shift > BIN_LOG_WIDTH_MAX || k >= (1u << log_bins)) return;
+    const u32 first_bucket = k << shift;
+    u32* offsets = counts + (w << (c - 1)) + first_bucket;
+    for (u32 j = threadIdx.x; j < width; j += PLACE_THREADS) cursor[j] = offsets[j];
+    const u32* ends = bin_cursor + (w << max_log_bins);
+    const u32 lo = k ? ends[k - 1] : 0, hi = min(ends[k], n);
+    __syncthreads();
+    for (u32 i0 = lo + threadIdx.x; i0 < hi; i0 += PLACE_BATCH * PLACE_THREADS) {
+        u64 e[PLACE_BATCH];
+#pragma unroll
+        for (int u = 0; u < PLACE_BATCH; u++) {
+            const u32 i = i0 + u * PLACE_THREADS;
+            e[u] = i < hi ? __ldcs(temp + i) : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < PLACE_BATCH; u++) {
+            const u32 local = (u32)(e[u] >> 32) - first_bucket;
+            if (i0 + u * PLACE_THREADS < hi && local < width) {
+                const u32 at = atomicAdd(&cursor[local], 1u);
+                if (at < entries_len) entries[at] = (u32)e[u];
+            }
+        }
+    }
+    __syncthreads();
+    for (u32 j = threadIdx.x; j < width; j += PLACE_THREADS) offsets[j] = cursor[j];
 }
 
 // ---- exclusive prefix sum over u32 (three launches: blocks, block totals, add back) ----

@@ -26,7 +26,9 @@ pub use context::{
 };
 pub use device::workspace_bytes;
 pub use kernel_cache::{CacheOutcome, KernelCache};
-pub use msm::{msm_scratch_bytes, window_bits_for, MsmCurve, MsmOptions, G1, G2, MSM_PASS_POINTS};
+pub use msm::{
+    msm_scratch_bytes, scatter_kind_for, window_bits_for, MsmCurve, MsmOptions, ScatterKind, G1, G2, MSM_PASS_POINTS,
+};
 pub use ntt::domain_root;
 pub use probe::ProbeField;
 

@@ -1,5 +1,6 @@
 //! Pippenger MSMs on the GPU for G1 and G2, orchestrating kernels/msm/msm.cu: scalars out of
-//! Montgomery form (0/1 fast path), signed digits counted and sorted into buckets, the sorted
+//! Montgomery form (0/1 fast path), signed digits counted and sorted into buckets (directly, or
+//! through coarse bins: [`ScatterKind`]), the sorted
 //! entries summed in equal chunks per thread (XYZZ accumulators) with a fix-up pass for buckets
 //! that cross chunk ends, windows reduced on the device; the few window sums are combined on
 //! the host.
@@ -48,9 +49,85 @@ pub struct MsmOptions {
     /// Points per pass; `None` means [`MSM_PASS_POINTS`]. The pipeline passes the pass its
     /// memory plan was sized for; tests set it small to run many passes over few points.
     pub pass_points: Option<usize>,
-    /// Windows whose bucket entries one scatter launch writes; `None` means
-    /// [`scatter_windows_for`] the window size.
+    /// Windows whose bucket entries one launch of the direct scatter writes; `None` means
+    /// [`scatter_windows_for`] the window size. The binned scatter sorts one window at a time.
     pub scatter_windows: Option<usize>,
+    /// How the entries are sorted into buckets; `None` means [`scatter_kind_for`] the window
+    /// size. Either kind works for every window size.
+    pub scatter: Option<ScatterKind>,
+}
+
+/// How an MSM sorts its signed digits' entries into buckets after the histogram and scan (both
+/// leave the same entries and bucket ends for the bucket kernels; only the order within a
+/// bucket differs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScatterKind {
+    /// `msm_scatter_indexed`: every entry claims its slot with a returning global atomic on its
+    /// bucket's cursor, [`MsmOptions::scatter_windows`] windows a launch.
+    Direct,
+    /// A two-level counting sort, one window at a time (`msm_bin_scatter`, `msm_bin_place`):
+    /// entries go to coarse bins of buckets (`bin_geometry`), reserving their runs with one
+    /// global atomic per tile of scalars and bin, and are then placed within their bin by
+    /// shared-memory cursors. Needs a temporary array of 8 bytes per scalar.
+    Binned,
+}
+
+/// log2 of the most coarse bins a window of the binned scatter has (BIN_LOG_MAX in msm.cu).
+const BIN_LOG_MAX: u32 = 9;
+/// log2 of the most buckets a coarse bin may hold (BIN_LOG_WIDTH_MAX in msm.cu): phase B's
+/// shared cursors. 2^19 buckets (c = 20, the widest window) in 2^9 bins.
+const BIN_LOG_WIDTH_MAX: u32 = 10;
+/// Scalars per block of the binned scatter's phase A (BIN_TILE in msm.cu) and its threads.
+const BIN_TILE: usize = 4096;
+const BIN_THREADS: u32 = 256;
+/// Threads per block (one block per bin) of its phase B (PLACE_THREADS in msm.cu).
+const PLACE_THREADS: u32 = 512;
+/// The widest window (log2 of its buckets) that the default rule sorts with the direct scatter.
+const DIRECT_SCATTER_MAX_LOG_BUCKETS: u32 = 10;
+
+/// The binned scatter's geometry for `c`-bit windows (2..=20): (log2 of the coarse bins a
+/// window, log2 of the buckets a bin). Window w's bucket b goes to bin b >> shift. At most 2^9
+/// bins, so that phase A's per-bin counters fit a block's shared memory and its tiles fill
+/// several entries a bin; the rest of the window's 2^(c-1) buckets divide among them.
+fn bin_geometry(c: u32) -> (u32, u32) {
+    let log_buckets = c - 1;
+    let log_bins = log_buckets.min(BIN_LOG_MAX);
+    (log_bins, log_buckets - log_bins)
+}
+
+/// Window `w`'s bins for `c`-bit windows (window_bins in msm.cu): (log2 of its bins, log2 of
+/// the buckets a bin). They cover the buckets the window can use, min(c − 1, 256 − w·c) bits of
+/// them: a top window of k < c bits of a 256-bit scalar has digits of at most 2^k, never
+/// negative. The window's bin cursors still sit at a stride of [`bin_geometry`]'s bins.
+fn window_bin_geometry(c: u32, w: u32) -> (u32, u32) {
+    let used = (c - 1).min(256 - w * c);
+    let log_bins = used.min(BIN_LOG_MAX);
+    (log_bins, used - log_bins)
+}
+
+/// The scatter an MSM with `c`-bit windows takes by default: binned when a window has more than
+/// 2^10 buckets (c ≥ 12), direct below. At c ≤ 11 the binned sort has little to win and
+/// something to lose: its bins would hold one or two buckets each, so phase B would add a second
+/// pass over the entries for almost no gain, and it reads every scalar once per window, where
+/// the direct scatter puts all the windows of a narrow window size in one launch
+/// ([`scatter_windows_for`]) and reads each scalar once. The kernel bench times both kinds on
+/// the same MSMs.
+pub fn scatter_kind_for(c: u32) -> ScatterKind {
+    if c - 1 > DIRECT_SCATTER_MAX_LOG_BUCKETS {
+        ScatterKind::Binned
+    } else {
+        ScatterKind::Direct
+    }
+}
+
+/// The device memory the binned scatter holds beside the entries, in bytes, for `n` scalars and
+/// `c`-bit windows: its temporary entries (one u64 per scalar: a window has at most one entry a
+/// scalar, and the array is reused window after window) and its bin cursors (a u32 per bin and
+/// window). Exactly what [`GpuStream::msm`] allocates for it.
+fn binned_scatter_bytes(c: u32, n: u64) -> u64 {
+    let windows = 256u64.div_ceil(c as u64);
+    let (log_bins, _) = bin_geometry(c);
+    8 * n + 4 * (windows << log_bins)
 }
 
 /// The bucket cursors one scatter launch advances at most, in bytes. Fewer than that stay in
@@ -80,16 +157,24 @@ pub fn msm_scratch_bytes(len: usize, pass_points: usize) -> u64 {
 /// The scratch of one pass of `pass` points, `rest` of whose scalars are neither 0 nor 1, with
 /// `c`-bit windows, in bytes: per point its canonical scalar, its point's index and a 0/1 index
 /// (the compacted lists of [`GpuStream::msm`]); per remaining
-/// scalar one bucket entry per window, and the chunk spills (6 bytes per entry at 64 entries a
-/// chunk, G2-sized, or at most 2^19 chunks of 384 bytes below that: `chunk_for`); then the
-/// buckets and their counts (G2-sized, the larger curve), the scratch buckets of an MSM in
-/// several passes, and 128 MiB for the window reduction's partial sums and the 0/1 batch sum.
+/// scalar one bucket entry per window, the binned scatter's temporary entry and bin cursors
+/// ([`binned_scatter_bytes`], counted whichever scatter runs), and the chunk spills (6 bytes
+/// per entry at 64 entries a chunk, G2-sized, or at most 2^19 chunks of 384 bytes below that:
+/// `chunk_for`); then the buckets and their counts (G2-sized, the larger curve), the scratch
+/// buckets of an MSM in several passes, and 128 MiB for the window reduction's partial sums
+/// and the 0/1 batch sum.
 fn pass_scratch_bytes(c: u32, pass: u64, rest: u64, several_passes: bool) -> u64 {
     let windows = 256u64.div_ceil(c as u64);
     let buckets = windows << (c - 1);
     let spills = (6 * windows * rest).max(384 << 19);
     let scratch = if several_passes { buckets * 4 * 96 } else { 0 };
-    pass * (32 + 4 + 4) + rest * 4 * windows + spills + buckets * (4 + 4 * 96) + scratch + (128 << 20)
+    pass * (32 + 4 + 4)
+        + rest * 4 * windows
+        + binned_scatter_bytes(c, rest)
+        + spills
+        + buckets * (4 + 4 * 96)
+        + scratch
+        + (128 << 20)
 }
 
 /// The window size for a single-pass MSM of `n` nonzero scalars: [`window_bits_for_passes`]
@@ -530,20 +615,25 @@ impl GpuStream {
             });
         }
         let entries = self.alloc::<u32>(max_entries)?;
-        let group = opts.scatter_windows.unwrap_or_else(|| scatter_windows_for(c)).clamp(1, windows);
-        for w_lo in (0..windows).step_by(group) {
-            let args = [
-                KernelArg::Ptr(canon.ptr(self)),
-                KernelArg::Ptr(index.ptr(self)),
-                nu,
-                cu,
-                wu,
-                KernelArg::U32(w_lo as u32),
-                KernelArg::U32((w_lo + group).min(windows) as u32),
-                KernelArg::Ptr(counts.ptr(self)),
-                KernelArg::Ptr(entries.ptr(self)),
-            ];
-            self.launch("msm_scatter_indexed", grid(n, THREADS), THREADS, &args)?;
+        match opts.scatter.unwrap_or_else(|| scatter_kind_for(c)) {
+            ScatterKind::Direct => {
+                let group = opts.scatter_windows.unwrap_or_else(|| scatter_windows_for(c)).clamp(1, windows);
+                for w_lo in (0..windows).step_by(group) {
+                    let args = [
+                        KernelArg::Ptr(canon.ptr(self)),
+                        KernelArg::Ptr(index.ptr(self)),
+                        nu,
+                        cu,
+                        wu,
+                        KernelArg::U32(w_lo as u32),
+                        KernelArg::U32((w_lo + group).min(windows) as u32),
+                        KernelArg::Ptr(counts.ptr(self)),
+                        KernelArg::Ptr(entries.ptr(self)),
+                    ];
+                    self.launch("msm_scatter_indexed", grid(n, THREADS), THREADS, &args)?;
+                }
+            }
+            ScatterKind::Binned => self.scatter_binned(canon, index, n, c, windows, &counts, &entries)?,
         }
         let total_entries = self.download(&grand_total)?[0] as usize;
 
@@ -585,6 +675,82 @@ impl GpuStream {
         self.launch(C::FIXUP, grid(total, CURVE_THREADS), CURVE_THREADS, &args)?;
         timer.mark(self, "fixup");
         buckets.filled = true;
+        Ok(())
+    }
+
+    /// The binned scatter ([`ScatterKind::Binned`], kernels/msm/msm.cu): the entries of `n`
+    /// nonzero canonical scalars sorted by bucket into `entries`, window by window, and
+    /// `counts` (the scanned offsets of every window's buckets) turned into the buckets' ends,
+    /// as the direct scatter leaves them. Each window runs phase A over tiles of [`BIN_TILE`]
+    /// scalars, then phase B with a block per bin; the bin cursors are set up for all windows
+    /// first, while `counts` still holds offsets.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter_binned(
+        &self,
+        canon: &GpuBuffer<Scalar>,
+        index: &GpuBuffer<u32>,
+        n: usize,
+        c: u32,
+        windows: usize,
+        counts: &GpuBuffer<u32>,
+        entries: &GpuBuffer<u32>,
+    ) -> Result<()> {
+        // 2^9 bins of at most 2^10 buckets (the kernels' shared arrays) cover windows of up to
+        // 20 bits, and the (bucket, rank) words of phase A hold buckets below 2^19
+        if !(2..=20).contains(&c) {
+            return Err(Error::Device {
+                device: self.gpu().ordinal(),
+                operation: "msm",
+                message: format!("the binned scatter takes windows of 2 to 20 bits, not {c}"),
+            });
+        }
+        let (log_bins, log_width) = bin_geometry(c);
+        debug_assert!(log_bins <= BIN_LOG_MAX && log_width <= BIN_LOG_WIDTH_MAX);
+        let bins = 1usize << log_bins;
+        // relative to each window's first offset: at most n entries a window, u32 as the entries
+        let bin_cursors = self.alloc::<u32>(windows * bins)?;
+        let temp = self.alloc::<u64>(n)?;
+        debug_assert_eq!((4 * bin_cursors.len() + 8 * temp.len()) as u64, binned_scatter_bytes(c, n as u64));
+        let (cu, lb) = (KernelArg::U32(c), KernelArg::U32(log_bins));
+        self.launch(
+            "msm_bin_cursors",
+            grid(windows * bins, THREADS),
+            THREADS,
+            &[
+                KernelArg::Ptr(counts.ptr(self)),
+                cu,
+                lb,
+                KernelArg::U32(windows as u32),
+                KernelArg::Ptr(bin_cursors.ptr(self)),
+            ],
+        )?;
+        let tiles = n.div_ceil(BIN_TILE) as u32;
+        for w in 0..windows as u32 {
+            let args = [
+                KernelArg::Ptr(canon.ptr(self)),
+                KernelArg::Ptr(index.ptr(self)),
+                KernelArg::U32(n as u32),
+                cu,
+                KernelArg::U32(w),
+                lb,
+                KernelArg::Ptr(bin_cursors.ptr(self)),
+                KernelArg::Ptr(temp.ptr(self)),
+            ];
+            self.launch("msm_bin_scatter", tiles, BIN_THREADS, &args)?;
+            let args = [
+                KernelArg::Ptr(temp.ptr(self)),
+                KernelArg::U32(n as u32),
+                KernelArg::Ptr(bin_cursors.ptr(self)),
+                cu,
+                KernelArg::U32(w),
+                lb,
+                KernelArg::Ptr(counts.ptr(self)),
+                KernelArg::U32(entries.len() as u32),
+                KernelArg::Ptr(entries.ptr(self)),
+            ];
+            let (window_log_bins, _) = window_bin_geometry(c, w);
+            self.launch("msm_bin_place", 1 << window_log_bins, PLACE_THREADS, &args)?;
+        }
         Ok(())
     }
 
@@ -734,5 +900,97 @@ mod tests {
         let (two_passes, one_pass) = (msm_scratch_bytes(1 << 26, 1 << 25), msm_scratch_bytes(1 << 26, 1 << 26));
         assert!(one_pass > two_passes, "{one_pass} vs {two_passes}");
         assert!(one_pass - two_passes < 4 << 30, "one pass at 2^26 costs {} more", one_pass - two_passes);
+    }
+
+    /// The binned scatter's geometry fits the kernels' shared arrays (BIN_LOG_MAX bins, bins
+    /// of at most 2^BIN_LOG_WIDTH_MAX buckets) and covers every bucket of every window size the
+    /// MSM takes; the default rule keeps the direct scatter up to 2^10 buckets a window.
+    #[test]
+    fn the_bins_cover_every_window_within_the_kernels_arrays() {
+        for c in 2..=20u32 {
+            let (log_bins, log_width) = bin_geometry(c);
+            assert_eq!(log_bins + log_width, c - 1, "c = {c}: the bins must cover the window's buckets");
+            assert!(log_bins <= BIN_LOG_MAX && log_width <= BIN_LOG_WIDTH_MAX, "c = {c}: ({log_bins}, {log_width})");
+            assert_eq!(log_bins, (c - 1).min(9), "c = {c}: as many bins as allowed, up to 512");
+            let binned = scatter_kind_for(c) == ScatterKind::Binned;
+            assert_eq!(binned, c >= 12, "c = {c}");
+        }
+        assert_eq!(bin_geometry(20), (9, 10), "c = 20: 512 bins of 1024 buckets");
+        assert_eq!(bin_geometry(16), (9, 6));
+        assert_eq!(bin_geometry(2), (1, 0), "c = 2: two buckets, a bin each");
+        assert_eq!(BIN_TILE, 16 * BIN_THREADS as usize, "BIN_TILE = BIN_THREADS · BIN_PER_THREAD in msm.cu");
+    }
+
+    /// Every window's bins hold every bucket its signed digits reach, for any 256-bit integer
+    /// (the digits' recurrence of msm.cu, run here on limbs), within the window's stride of
+    /// bin cursors; and the top window at c = 20 spreads over all 512 bins, not the 32 that
+    /// 2^15 buckets of 1024 a bin would fill.
+    #[test]
+    fn each_window_s_bins_hold_every_bucket_its_digits_reach() {
+        use rand::{Rng, SeedableRng};
+        fn bits(limbs: &[u64; 4], pos: u32, c: u32) -> u64 {
+            (0..c)
+                .filter(|i| pos + i < 256)
+                .map(|i| ((limbs[((pos + i) / 64) as usize] >> ((pos + i) % 64)) & 1) << i)
+                .sum()
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(rand::random());
+        let mut scalars: Vec<[u64; 4]> = (0..2000).map(|_| [rng.gen(), rng.gen(), rng.gen(), rng.gen()]).collect();
+        scalars.extend([[u64::MAX; 4], [0, 0, 0, 1 << 63], [u64::MAX, u64::MAX, u64::MAX, u64::MAX >> 1]]);
+        for c in 2..=20u32 {
+            let windows = 256u32.div_ceil(c);
+            let (stride, _) = bin_geometry(c);
+            let mut reach = vec![0u64; windows as usize];
+            for s in &scalars {
+                let mut carry = 0;
+                for w in 0..windows {
+                    let mut d = bits(s, w * c, c) + carry;
+                    (d, carry) = if d > 1 << (c - 1) { ((1 << c) - d, 1) } else { (d, 0) };
+                    reach[w as usize] = reach[w as usize].max(d);
+                }
+            }
+            for w in 0..windows {
+                let (log_bins, shift) = window_bin_geometry(c, w);
+                assert!(log_bins <= stride && shift <= BIN_LOG_WIDTH_MAX, "c = {c}, w = {w}: ({log_bins}, {shift})");
+                let covered = 1u64 << (log_bins + shift);
+                assert!(reach[w as usize] <= covered, "c = {c}, w = {w}: digit {} past {covered}", reach[w as usize]);
+            }
+        }
+        assert_eq!(window_bin_geometry(20, 12), (9, 7), "c = 20's top window: 2^16 buckets in 512 bins");
+        assert_eq!(window_bin_geometry(20, 11), bin_geometry(20));
+    }
+
+    /// What one list of `n` scalars allocates at once in the worst case (every scalar of the pass
+    /// left for the buckets, every digit nonzero), buffer by buffer as `msm_compacted`,
+    /// `add_to_buckets`, `scatter_binned` and `window_sums` allocate them, G2-sized: the plan
+    /// ([`pass_scratch_bytes`]) must hold it, the binned scatter's temporary entries and bin
+    /// cursors included, whichever scatter the MSM then takes.
+    #[test]
+    fn the_planned_scratch_holds_what_a_pass_allocates() {
+        let xyzz = (4 * G2::XYZZ_WORDS) as u64;
+        for c in 2..=20u32 {
+            let windows = 256u64.div_ceil(c as u64);
+            let buckets = windows << (c - 1);
+            let (log_bins, _) = bin_geometry(c);
+            let mut sizes = vec![1u64, 1000, 4097, 1 << 16, 1 << 20, (1 << 22) + 5, 1 << 25];
+            // lists whose entry counts give the most chunks for their size (chunk_for rounds down)
+            sizes.extend((8..=64u64).map(|k| (((k + 1) << 19) - 1) / windows));
+            for n in sizes {
+                for several_passes in [false, true] {
+                    let lists = n * (32 + 4 + 4) + 8;
+                    let bucket_arrays = buckets * xyzz * if several_passes { 2 } else { 1 };
+                    let scan = 4 * buckets + 4 * buckets.div_ceil(SCAN_TILE as u64) + 4;
+                    let entries = 4 * n * windows;
+                    let binned = 8 * n + 4 * (windows << log_bins);
+                    let total_entries = n * windows;
+                    let spills = total_entries.div_ceil(chunk_for(total_entries as usize) as u64) * xyzz;
+                    let segs = 1u64 << log_segments_for(windows as usize, c - 1);
+                    let reduction = 2 * windows * segs * xyzz;
+                    let held = lists + bucket_arrays + scan + entries + binned + spills + reduction;
+                    let plan = pass_scratch_bytes(c, n, n, several_passes);
+                    assert!(held <= plan, "c = {c}, n = {n}: {held} allocated > {plan} planned");
+                }
+            }
+        }
     }
 }
