@@ -13,10 +13,13 @@
 # executable), snarkpipe-vs-supraseal; strip; pack (tar czf .gpu-z/b.tgz .gpu), carry .gpu-z and
 # unpack first (tar xzf .gpu-z/b.tgz).
 # Env: STEPS (default "tests bench race affine soak"), SOAK (partitions, default 10000),
-# BENCH_LOGS (MSM sizes of the kernel bench, default "24 26"), RACE_LOGS (default 24,26,27),
+# BENCH_LOGS (MSM sizes of the kernel bench, default "24 26"), BENCH_PARTS (default g1,g2),
+# RACE_LOGS (default 24,26,27), BA_CURVE and BA_G2_LOG (the batch-affine harness's curves and
+# largest G2 size, kernels/harness/batch_affine_harness.cu),
 # and a cap in seconds per step: TEST_CAP, BENCH_CAP, RACE_CAP, AFFINE_CAP, SOAK_CAP.
 # Writes under $OUT: gpu.txt, tests.log, bench-*.log (with bench-*.md), race.txt/race.json/
-# race.log, batch-affine.txt, soak.log. Exits nonzero if a step failed.
+# race.log, batch-affine.txt, soak.log, packed at the end into $OUT/results.tgz. Exits nonzero
+# if a step failed.
 set -u
 out=${OUT:-out}; mkdir -p "$out"
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader; nproc; } \
@@ -36,7 +39,7 @@ for step in ${STEPS:-tests bench race affine soak}; do
       tail -4 "$out/tests.log"; step_done tests $rc ;;
     bench) # direct against binned scatter in one process, with each MSM's phases
       for k in ${BENCH_LOGS:-24 26}; do
-        OUT=$out/bench-$k SNARKPIPE_MSM_PHASES=1 SNARKPIPE_BENCH_PARTS=g1,g2 SNARKPIPE_BENCH_MIN_LOG=$k \
+        OUT=$out/bench-$k SNARKPIPE_MSM_PHASES=1 SNARKPIPE_BENCH_PARTS=${BENCH_PARTS:-g1,g2} SNARKPIPE_BENCH_MIN_LOG=$k \
           SNARKPIPE_BENCH_MAX_LOG=$k timeout "${BENCH_CAP:-150}" .gpu/cuda_kernels_bench >"$out/bench-$k.log" 2>&1
         rc=$?
         [ -f "$out/bench-$k/bench.md" ] && mv "$out/bench-$k/bench.md" "$out/bench-$k.md" && rmdir "$out/bench-$k"
@@ -58,4 +61,6 @@ for step in ${STEPS:-tests bench race affine soak}; do
   esac
 done
 echo "== end $(date -u +%H:%M:%S) status=$status"
+# A device call brings back a few files: everything goes back as one archive.
+tar czf "$out.tgz" -C "$out" . && rm -rf "${out:?}"/* && mv "$out.tgz" "$out/results.tgz"
 exit $status

@@ -11,8 +11,8 @@
 //     each bucket's end offset in the counts array ("ends"). Either msm_scatter_indexed (a
 //     returning global atomic per entry, several windows a launch) or the binned scatter
 //     (msm_bin_cursors, then msm_bin_scatter and msm_bin_place per window: coarse bins of
-//     buckets first, then the buckets within each bin by shared-memory cursors); the host
-//     picks one by the window size.
+//     buckets first, then the buckets within each bin by shared-memory cursors). The host
+//     takes the direct one, which measured faster; the binned one is a selectable comparison.
 //  5. msm_gX_buckets: the sorted entries are cut into equal chunks, one thread per chunk, so every
 //     thread does the same number of mixed additions whatever the bucket sizes. A thread writes
 //     each bucket that starts inside its chunk to the bucket array, and the partial sum of a bucket

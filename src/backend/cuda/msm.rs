@@ -82,8 +82,6 @@ const BIN_TILE: usize = 4096;
 const BIN_THREADS: u32 = 256;
 /// Threads per block (one block per bin) of its phase B (PLACE_THREADS in msm.cu).
 const PLACE_THREADS: u32 = 512;
-/// The widest window (log2 of its buckets) that the default rule sorts with the direct scatter.
-const DIRECT_SCATTER_MAX_LOG_BUCKETS: u32 = 10;
 
 /// The binned scatter's geometry for `c`-bit windows (2..=20): (log2 of the coarse bins a
 /// window, log2 of the buckets a bin). Window w's bucket b goes to bin b >> shift. At most 2^9
@@ -105,19 +103,15 @@ fn window_bin_geometry(c: u32, w: u32) -> (u32, u32) {
     (log_bins, used - log_bins)
 }
 
-/// The scatter an MSM with `c`-bit windows takes by default: binned when a window has more than
-/// 2^10 buckets (c ≥ 12), direct below. At c ≤ 11 the binned sort has little to win and
-/// something to lose: its bins would hold one or two buckets each, so phase B would add a second
-/// pass over the entries for almost no gain, and it reads every scalar once per window, where
-/// the direct scatter puts all the windows of a narrow window size in one launch
-/// ([`scatter_windows_for`]) and reads each scalar once. The kernel bench times both kinds on
-/// the same MSMs.
-pub fn scatter_kind_for(c: u32) -> ScatterKind {
-    if c - 1 > DIRECT_SCATTER_MAX_LOG_BUCKETS {
-        ScatterKind::Binned
-    } else {
-        ScatterKind::Direct
-    }
+/// The scatter an MSM with `c`-bit windows takes by default: the direct one, at every window
+/// size. The binned sort was built to replace it and measured slower on an H200 at 2^24 and
+/// 2^26, random and bits, G1 and G2 (BENCHMARKS.md, "MSM sorting"): its second pass still writes
+/// each entry to a random place within a bin larger than the cache can merge, and both passes
+/// read every scalar once per window, as the direct scatter does. It stays selectable
+/// ([`MsmOptions::scatter`]) so that the kernel bench times the two side by side and the GPU
+/// tests keep it correct, for the next attempt (kernels/NOTES.md says what it would change).
+pub fn scatter_kind_for(_c: u32) -> ScatterKind {
+    ScatterKind::Direct
 }
 
 /// The device memory the binned scatter holds beside the entries, in bytes, for `n` scalars and
@@ -158,7 +152,8 @@ pub fn msm_scratch_bytes(len: usize, pass_points: usize) -> u64 {
 /// `c`-bit windows, in bytes: per point its canonical scalar, its point's index and a 0/1 index
 /// (the compacted lists of [`GpuStream::msm`]); per remaining
 /// scalar one bucket entry per window, the binned scatter's temporary entry and bin cursors
-/// ([`binned_scatter_bytes`], counted whichever scatter runs), and the chunk spills (6 bytes
+/// where the default takes it ([`scatter_kind_for`], [`binned_scatter_bytes`]; the pipeline
+/// never forces a kind), and the chunk spills (6 bytes
 /// per entry at 64 entries a chunk, G2-sized, or at most 2^19 chunks of 384 bytes below that:
 /// `chunk_for`); then the buckets and their counts (G2-sized, the larger curve), the scratch
 /// buckets of an MSM in several passes, and 128 MiB for the window reduction's partial sums
@@ -170,7 +165,7 @@ fn pass_scratch_bytes(c: u32, pass: u64, rest: u64, several_passes: bool) -> u64
     let scratch = if several_passes { buckets * 4 * 96 } else { 0 };
     pass * (32 + 4 + 4)
         + rest * 4 * windows
-        + binned_scatter_bytes(c, rest)
+        + if scatter_kind_for(c) == ScatterKind::Binned { binned_scatter_bytes(c, rest) } else { 0 }
         + spills
         + buckets * (4 + 4 * 96)
         + scratch
@@ -904,7 +899,7 @@ mod tests {
 
     /// The binned scatter's geometry fits the kernels' shared arrays (BIN_LOG_MAX bins, bins
     /// of at most 2^BIN_LOG_WIDTH_MAX buckets) and covers every bucket of every window size the
-    /// MSM takes; the default rule keeps the direct scatter up to 2^10 buckets a window.
+    /// MSM takes; the default is the direct scatter, the measured faster one.
     #[test]
     fn the_bins_cover_every_window_within_the_kernels_arrays() {
         for c in 2..=20u32 {
@@ -912,8 +907,7 @@ mod tests {
             assert_eq!(log_bins + log_width, c - 1, "c = {c}: the bins must cover the window's buckets");
             assert!(log_bins <= BIN_LOG_MAX && log_width <= BIN_LOG_WIDTH_MAX, "c = {c}: ({log_bins}, {log_width})");
             assert_eq!(log_bins, (c - 1).min(9), "c = {c}: as many bins as allowed, up to 512");
-            let binned = scatter_kind_for(c) == ScatterKind::Binned;
-            assert_eq!(binned, c >= 12, "c = {c}");
+            assert_eq!(scatter_kind_for(c), ScatterKind::Direct, "c = {c}: the measured faster kind");
         }
         assert_eq!(bin_geometry(20), (9, 10), "c = 20: 512 bins of 1024 buckets");
         assert_eq!(bin_geometry(16), (9, 6));
@@ -963,8 +957,8 @@ mod tests {
     /// What one list of `n` scalars allocates at once in the worst case (every scalar of the pass
     /// left for the buckets, every digit nonzero), buffer by buffer as `msm_compacted`,
     /// `add_to_buckets`, `scatter_binned` and `window_sums` allocate them, G2-sized: the plan
-    /// ([`pass_scratch_bytes`]) must hold it, the binned scatter's temporary entries and bin
-    /// cursors included, whichever scatter the MSM then takes.
+    /// ([`pass_scratch_bytes`]) must hold it, with the binned scatter's temporary entries and bin
+    /// cursors where the default takes that scatter.
     #[test]
     fn the_planned_scratch_holds_what_a_pass_allocates() {
         let xyzz = (4 * G2::XYZZ_WORDS) as u64;
@@ -981,7 +975,11 @@ mod tests {
                     let bucket_arrays = buckets * xyzz * if several_passes { 2 } else { 1 };
                     let scan = 4 * buckets + 4 * buckets.div_ceil(SCAN_TILE as u64) + 4;
                     let entries = 4 * n * windows;
-                    let binned = 8 * n + 4 * (windows << log_bins);
+                    // what the default scatter allocates beside the entries
+                    let binned = match scatter_kind_for(c) {
+                        ScatterKind::Binned => 8 * n + 4 * (windows << log_bins),
+                        ScatterKind::Direct => 0,
+                    };
                     let total_entries = n * windows;
                     let spills = total_entries.div_ceil(chunk_for(total_entries as usize) as u64) * xyzz;
                     let segs = 1u64 << log_segments_for(windows as usize, c - 1);
