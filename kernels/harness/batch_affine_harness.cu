@@ -1021,28 +1021,28 @@ static void free_problem(Problem<F>& p) { dfree(p.entries); dfree(p.ends); p.ent
 // ---- production XYZZ ----
 static u32 chunk_for(u32 entries) { return std::min(64u, std::max(8u, entries >> 19)); }  // msm.rs
 // The curve's production bucket kernel and fix-up (msm.cu), with msm.rs's geometry.
-static void prod_buckets(const Problem<fp_t>& p, u32 chunk, g1_xyzz_t* buckets, g1_xyzz_t* spills) {
+template <class F> struct ProductionKernels;
+template <> struct ProductionKernels<fp_t> {
+    static constexpr auto buckets = msm_g1_buckets;
+    static constexpr auto fixup = msm_g1_bucket_fixup;
+};
+template <> struct ProductionKernels<fp2_t> {
+    static constexpr auto buckets = msm_g2_buckets;
+    static constexpr auto fixup = msm_g2_bucket_fixup;
+};
+template <class F>
+static void prod_buckets(const Problem<F>& p, u32 chunk, xyzz_t<F>* buckets, xyzz_t<F>* spills) {
+    const auto bucket_kernel = ProductionKernels<F>::buckets;
+    const auto fixup_kernel = ProductionKernels<F>::fixup;
 #if BA_GPU
     const u32 chunks = (p.total + chunk - 1) / chunk;
-    msm_g1_buckets<<<blocks_for(chunks, CURVE_THREADS), CURVE_THREADS>>>(p.bases, p.entries, p.ends, p.nb, p.total, chunk, buckets, spills);
+    bucket_kernel<<<blocks_for(chunks, CURVE_THREADS), CURVE_THREADS>>>(p.bases, p.entries, p.ends, p.nb, p.total, chunk, buckets, spills);
     CK(cudaGetLastError());
-    msm_g1_bucket_fixup<<<blocks_for(p.nb, CURVE_THREADS), CURVE_THREADS>>>(p.ends, p.nb, chunk, 0, buckets, buckets, spills);
-    CK(cudaGetLastError());
-#else
-    msm_g1_buckets(p.bases, p.entries, p.ends, p.nb, p.total, chunk, buckets, spills);
-    msm_g1_bucket_fixup(p.ends, p.nb, chunk, 0, buckets, buckets, spills);
-#endif
-}
-static void prod_buckets(const Problem<fp2_t>& p, u32 chunk, g2_xyzz_t* buckets, g2_xyzz_t* spills) {
-#if BA_GPU
-    const u32 chunks = (p.total + chunk - 1) / chunk;
-    msm_g2_buckets<<<blocks_for(chunks, CURVE_THREADS), CURVE_THREADS>>>(p.bases, p.entries, p.ends, p.nb, p.total, chunk, buckets, spills);
-    CK(cudaGetLastError());
-    msm_g2_bucket_fixup<<<blocks_for(p.nb, CURVE_THREADS), CURVE_THREADS>>>(p.ends, p.nb, chunk, 0, buckets, buckets, spills);
+    fixup_kernel<<<blocks_for(p.nb, CURVE_THREADS), CURVE_THREADS>>>(p.ends, p.nb, chunk, 0, buckets, buckets, spills);
     CK(cudaGetLastError());
 #else
-    msm_g2_buckets(p.bases, p.entries, p.ends, p.nb, p.total, chunk, buckets, spills);
-    msm_g2_bucket_fixup(p.ends, p.nb, chunk, 0, buckets, buckets, spills);
+    bucket_kernel(p.bases, p.entries, p.ends, p.nb, p.total, chunk, buckets, spills);
+    fixup_kernel(p.ends, p.nb, chunk, 0, buckets, buckets, spills);
 #endif
 }
 template <class F>
