@@ -155,8 +155,8 @@ fn msm_g1_both(
     (got, snarkpipe::math::msm::msm_g1(bases, scalars))
 }
 
-/// Both ways of sorting the entries into buckets (MsmOptions::scatter); the default picks one
-/// by the window size.
+/// Both ways of sorting the entries into buckets (MsmOptions::scatter); the default is the
+/// direct one (`scatter_kind_for`), the binned one is kept correct for the bench's comparison.
 const SCATTERS: [ScatterKind; 2] = [ScatterKind::Direct, ScatterKind::Binned];
 
 fn check_msm_g1(s: &GpuStream, rng: &mut ChaCha8Rng) {
@@ -425,8 +425,8 @@ fn digit_edge_scalars(c: u32, n: usize, rng: &mut ChaCha8Rng) -> Vec<Scalar> {
 
 /// The two scatters (MsmOptions::scatter) against each other and blstrs, on G1 and G2: random
 /// scalars at sizes of one and of many of the binned scatter's tiles (4096 scalars) and not a
-/// multiple of one, windows where it bins (c = 20: 512 bins of 1024 buckets; 17, 16, 12) and
-/// where the default keeps the direct scatter (11, 5); digit edge cases (zeros, ones, r − 1,
+/// multiple of one, wide windows (c = 20: 512 bins of 1024 buckets; 17, 16, 12) and narrow ones
+/// whose bins hold a bucket or two (11, 5); digit edge cases (zeros, ones, r − 1,
 /// the largest digit, negative digits and carries, only the top window nonzero); all scalars
 /// equal (every entry of a window in one bucket, so one bin holds them all); windows with no
 /// entries at all (only the top window nonzero, all ones); MSMs in several passes; and a
