@@ -7,6 +7,8 @@
 #   g1ones   G1 2^24, bits: the 0/1 batch sum
 #   g2, g2ones  the same for G2 at 2^22 (bucket phase; 0/1 sum)
 #   ntt      the NTT at 2^24: bit reversal and radix-8 passes
+#   binned   G1 2^24, random: the binned scatter's two passes, every window of one MSM
+#   direct   the same MSM's direct scatter launches (the bench's "direct scatter" variant)
 # PROFILES picks which (default all, in that order). Each writes its details page as text,
 # $OUT/prof-NAME.txt; KEEP_REPORTS=1 keeps the .ncu-rep files too (tens of MB each, more than a
 # device call brings back). ncu leaves the clocks alone (--clock-control none,
@@ -39,6 +41,8 @@ for p in ${PROFILES:-fpmul g1 g1buckets g1ones g2 g2ones ntt}; do
     g2) profile g2 '^msm_g2_buckets$' 1 g2 22 22 ;;
     g2ones) profile g2ones '^msm_g2_sum_points$' 1 g2 22 22 ;;
     ntt) profile ntt '^ntt_(dit_pass|dit_stages|bit_reverse)$' 6 ntt 24 0 ;;
+    binned) profile binned '^msm_bin_(scatter|place)$' 26 g1 24 24 ;;
+    direct) profile direct '^msm_scatter_indexed$' 13 g1 24 24 ;;
   esac
 done
 grep -E "==|FAILED|SKIPPED|took|ERR" "$log"
