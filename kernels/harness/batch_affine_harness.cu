@@ -132,15 +132,7 @@
 #include <cub/device/device_scan.cuh>
 #include "../msm/msm.cu"
 #define BA_GPU 1
-#define CK(x)                                                                                       \
-    do {                                                                                            \
-        cudaError_t e_ = (x);                                                                       \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(e_), __FILE__, __LINE__, \
-                    cudaGetErrorString(e_));                                                        \
-            exit(2);                                                                                \
-        }                                                                                           \
-    } while (0)
+#include "cuda_check.h"
 #else
 // ---- Host shims: the kernels (production's included) run as plain functions over a grid of one
 // thread, so GRID_STRIDE visits every index in order. Kernels here never read what the same
