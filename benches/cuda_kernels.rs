@@ -16,7 +16,8 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use snarkpipe::backend::cuda::{
-    cuda_available, scatter_kind_for, window_bits_for, GpuContext, GpuStream, MsmOptions, ProbeField, ScatterKind,
+    cuda_available, scatter_kind_for, window_bits_for, BucketMethod, GpuContext, GpuStream, MsmOptions, ProbeField,
+    ScatterKind,
 };
 use snarkpipe::bench::floor;
 use snarkpipe::circuit::{witness_assignment, ConstraintMatrices};
@@ -82,22 +83,42 @@ fn time_ms(runs: usize, mut f: impl FnMut()) -> f64 {
 }
 
 /// Times each variant of one MSM (median of 3 after a warm-up) and gives its label with its figure,
-/// which says so when the variant's result differs from the default's. (tests/cuda_kernels.rs
-/// checks the variants' options against blstrs at smaller sizes.)
+/// which says so when the variant's result differs from the default's, or what failed when it
+/// did not run. (tests/cuda_kernels.rs checks the variants' options against blstrs at smaller
+/// sizes.)
 fn time_variants<T: PartialEq>(
     variants: Vec<(String, MsmOptions)>,
     default_result: &Option<T>,
-    mut run: impl FnMut(MsmOptions) -> T,
+    mut run: impl FnMut(MsmOptions) -> Result<T, String>,
 ) -> Vec<(String, String)> {
     variants
         .into_iter()
         .map(|(what, variant)| {
+            if let Err(e) = run(variant) {
+                return (what, format!("not run: {e}"));
+            }
             let mut result = None;
-            let ms = time_ms(3, || result = Some(run(variant)));
+            let ms = time_ms(3, || result = run(variant).ok());
             let same = result == *default_result;
             (what, format!("{ms:.1} ms{}", if same { "" } else { " MISMATCH: differs from the default's result" }))
         })
         .collect()
+}
+
+/// The same MSM with each bucket method forced (MsmOptions::bucket_method), so that one run
+/// times batch-affine against XYZZ on both curves; batch-affine without its fallback, so that a
+/// figure is never XYZZ's under the other's name. For large random MSMs also with 16-bit
+/// windows, where G2's buckets are fewer and larger.
+fn bucket_method_variants(bits: bool, n: usize, opts: MsmOptions) -> Vec<(String, MsmOptions)> {
+    let affine = MsmOptions { bucket_method: Some(BucketMethod::BatchAffine), affine_without_fallback: true, ..opts };
+    let xyzz = MsmOptions { bucket_method: Some(BucketMethod::Xyzz), ..opts };
+    let mut variants = vec![("batch-affine buckets".to_string(), affine), ("XYZZ buckets".to_string(), xyzz)];
+    if !bits && n >= 1 << 22 {
+        for (label, method) in [("batch-affine", affine), ("XYZZ", xyzz)] {
+            variants.push((format!("{label} buckets, 16-bit windows"), MsmOptions { window_bits: Some(16), ..method }));
+        }
+    }
+    variants
 }
 
 /// For a bits-profile MSM in passes, the same MSM with 20-bit windows: what the 2^27 partition's
@@ -324,7 +345,8 @@ fn main() {
             if !bits && n > snarkpipe::backend::cuda::MSM_PASS_POINTS {
                 variants.push(("one pass".to_string(), MsmOptions { pass_points: Some(n), ..opts }));
             }
-            let run = |variant| s.msm_g1(&g1_bases, &ds, n, variant).unwrap();
+            variants.extend(bucket_method_variants(bits, n, opts));
+            let run = |variant| s.msm_g1(&g1_bases, &ds, n, variant).map_err(|e| e.to_string());
             for (what, figure) in time_variants(variants, &default_result, run) {
                 row(format!("G1 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"));
             }
@@ -358,7 +380,8 @@ fn main() {
             row(format!("G2 MSM 2^{log_n} {profile}"), format!("{ms:.1} ms"), format!("{floor:.1} ms"));
             let mut variants = wide_window_variant(bits, n, opts);
             variants.extend(scatter_variants(bits, n, opts));
-            let run = |variant| s.msm_g2(&g2_bases, &ds, n, variant).unwrap();
+            variants.extend(bucket_method_variants(bits, n, opts));
+            let run = |variant| s.msm_g2(&g2_bases, &ds, n, variant).map_err(|e| e.to_string());
             for (what, figure) in time_variants(variants, &default_result, run) {
                 row(format!("G2 MSM 2^{log_n} {profile}, {what}"), figure, format!("{floor:.1} ms"));
             }

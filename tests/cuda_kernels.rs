@@ -11,7 +11,7 @@ use group::{prime::PrimeCurveAffine, Curve, Group};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use snarkpipe::backend::cuda::{GpuContext, GpuStream, MsmOptions, ScatterKind};
+use snarkpipe::backend::cuda::{BucketMethod, GpuContext, GpuStream, MsmOptions, ScatterKind};
 
 mod common;
 use snarkpipe::circuit::{Density, PackedDensity};
@@ -81,6 +81,7 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_bucket_edges(&s, &mut rng);
     check_msm_passes(&s, &mut rng);
     check_msm_scatters(&s, &mut rng);
+    check_bucket_methods(&s, &mut rng);
     check_select(&s, &mut rng);
     check_errors(&s);
     ctx.clear_caches();
@@ -366,6 +367,7 @@ fn check_msm_passes(s: &GpuStream, rng: &mut ChaCha8Rng) {
                     pass_points: Some(pass),
                     scatter_windows: Some(1 + pass % 5),
                     scatter: Some(scatter),
+                    ..Default::default()
                 };
                 let got = s.msm_g1(&db, &ds, n, opts).unwrap();
                 assert_eq!(
@@ -501,6 +503,77 @@ fn check_msm_scatters(s: &GpuStream, rng: &mut ChaCha8Rng) {
     check_g2("digit edges", &digit_edge_scalars(20, n2, rng), &[Some(20)]);
     check_g2("all equal", &vec![random[9]; n2], &[Some(20)]);
     println!("MSM scatters (direct, binned) on G1 and G2: random, digit edges, equal scalars, empty windows, passes: equal to blstrs");
+}
+
+/// The batch-affine bucket phase (MsmOptions::bucket_method) against blstrs and the XYZZ
+/// one, on G1 and G2. Narrow windows over many scalars give buckets of hundreds of entries, so
+/// the rounds run (it refuses to fall back: `affine_without_fallback`); slices of 7 to all
+/// the entries cut buckets into many slices, whose spills the fix-up adds. Edge cases reach
+/// every kind of pair: identities, P and −P with equal scalars (the identity in a round's
+/// output), the same point with the same scalar (doublings), a run of equal scalars (one
+/// bucket a window crossing slices); also passes into shared buckets, the fallback of a
+/// slice too sparse for its buffers (an error when refused), and a twin with one scalar
+/// changed, which must differ.
+fn check_bucket_methods(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    let n = 20_011;
+    let mut g1 = random_points::<G1Projective>(n, rng);
+    let mut g2 = random_points::<G2Projective>(n, rng);
+    let mut scalars = random_scalars(n, rng);
+    for i in 0..6000 {
+        match i % 8 {
+            0 => {
+                g1[i] = G1Affine::identity();
+                g2[i] = G2Affine::identity();
+            }
+            1 => {
+                g1[i] = -g1[i - 1];
+                g2[i] = -g2[i - 1];
+                scalars[i] = scalars[i - 1];
+            }
+            2 | 3 => {
+                g1[i] = g1[i - 2];
+                g2[i] = g2[i - 2];
+                scalars[i] = scalars[i - 2];
+            }
+            _ => {}
+        }
+    }
+    let run = scalars[7000];
+    scalars[7000..9000].iter_mut().for_each(|x| *x = run);
+    let (d1, d2, ds) = (s.upload(&g1).unwrap(), s.upload(&g2).unwrap(), s.upload(&scalars).unwrap());
+    let want1 = snarkpipe::math::msm::msm_g1(&g1, &scalars);
+    let want2 = snarkpipe::math::msm::msm_g2(&g2, &scalars);
+    let strict = MsmOptions {
+        bucket_method: Some(BucketMethod::BatchAffine),
+        affine_without_fallback: true,
+        ..Default::default()
+    };
+    for (c, slice) in [(8, None), (8, Some(1000)), (8, Some(7)), (6, Some(4099)), (10, Some(1 << 15)), (4, Some(333))] {
+        for pass_points in [None, Some(6007)] {
+            let opts = MsmOptions { window_bits: Some(c), affine_slice_entries: slice, pass_points, ..strict };
+            let what = format!("{c}-bit windows, slices of {slice:?}, passes of {pass_points:?}");
+            assert_eq!(s.msm_g1(&d1, &ds, n, opts).unwrap(), want1, "G1 batch-affine, {what}");
+            assert_eq!(s.msm_g2(&d2, &ds, n, opts).unwrap(), want2, "G2 batch-affine, {what}");
+        }
+    }
+    // the XYZZ phase on the same inputs
+    let xyzz = MsmOptions { window_bits: Some(8), bucket_method: Some(BucketMethod::Xyzz), ..Default::default() };
+    assert_eq!(s.msm_g2(&d2, &ds, n, xyzz).unwrap(), want2, "G2 XYZZ");
+    // wide windows over few scalars: buckets of one or two entries, too sparse for the rounds'
+    // buffers; the pass falls back to XYZZ, or fails when told not to
+    let sparse = MsmOptions { window_bits: Some(20), ..strict };
+    let err = s.msm_g2(&d2, &ds, n, sparse).expect_err("a slice too sparse for its buffers must be refused");
+    assert!(err.to_string().contains("fell back"), "{err}");
+    let fallback = MsmOptions { affine_without_fallback: false, ..sparse };
+    assert_eq!(s.msm_g2(&d2, &ds, n, fallback).unwrap(), want2, "G2, batch-affine falling back to XYZZ");
+    // the twin
+    let mut twin = scalars.clone();
+    twin[n - 5] += Scalar::ONE;
+    let dt = s.upload(&twin).unwrap();
+    let opts = MsmOptions { window_bits: Some(8), affine_slice_entries: Some(1000), ..strict };
+    assert_ne!(s.msm_g2(&d2, &dt, n, opts).unwrap(), want2, "G2 batch-affine: a changed scalar must show");
+    assert_ne!(s.msm_g1(&d1, &dt, n, opts).unwrap(), want1, "G1 batch-affine: a changed scalar must show");
+    println!("batch-affine bucket phase on G1 and G2: slices, edge cases, passes, fallback: equal to blstrs");
 }
 
 /// The device's query selection against the host's, at fresh densities and sizes that are

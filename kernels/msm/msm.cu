@@ -451,3 +451,8 @@ MSM_CURVE(g1, fp_t, 4)
 MSM_CURVE(g2, fp2_t, 2)
 // msm_g1_buckets and msm_g2_buckets (buckets.cuh; its variant modules add suffixed ones)
 MSM_BUCKET_KERNELS()
+
+// The batch-affine bucket phase (batch_affine.cuh), launch bounds as the XYZZ bucket kernels'.
+#include "batch_affine.cuh"
+AFFINE_ROUND_KERNELS(g1, fp_t, 4)
+AFFINE_ROUND_KERNELS(g2, fp2_t, 3)

@@ -7,6 +7,7 @@
 //! only place in the crate with `unsafe` code.
 #![allow(unsafe_code)]
 
+mod affine_buckets;
 mod context;
 mod device;
 mod kernel_cache;
@@ -27,7 +28,8 @@ pub use context::{
 pub use device::workspace_bytes;
 pub use kernel_cache::{CacheOutcome, KernelCache};
 pub use msm::{
-    msm_scratch_bytes, scatter_kind_for, window_bits_for, MsmCurve, MsmOptions, ScatterKind, G1, G2, MSM_PASS_POINTS,
+    bucket_method_for, msm_scratch_bytes, scatter_kind_for, window_bits_for, BucketMethod, MsmCurve, MsmOptions,
+    ScatterKind, AFFINE_SLICE_ENTRIES, G1, G2, MSM_PASS_POINTS,
 };
 pub use ntt::domain_root;
 pub use probe::ProbeField;

@@ -8,6 +8,7 @@
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::Group;
 
+use super::affine_buckets::AffinePass;
 use super::context::{DeviceElement, G1Jacobian, G2Jacobian, GpuBuffer, GpuStream, KernelArg};
 use crate::error::{Error, Result};
 
@@ -15,7 +16,8 @@ const THREADS: u32 = 256;
 const CURVE_THREADS: u32 = 128;
 /// Block size of the reduce kernel (REDUCE_THREADS in msm.cu).
 const REDUCE_GROUP: usize = 64;
-const SCAN_TILE: usize = 1024;
+/// Elements a block of `msm_scan_tiles` scans (SCAN_TILE in msm.cu).
+pub(super) const SCAN_TILE: usize = 1024;
 
 /// Sorted bucket entries per thread in the bucket phase: enough threads to fill the GPU a few
 /// times over (2^19), at least 8 so that a bucket crosses few chunk ends, at most 64.
@@ -55,6 +57,122 @@ pub struct MsmOptions {
     /// How the entries are sorted into buckets; `None` means [`scatter_kind_for`] the window
     /// size. Either kind works for every window size.
     pub scatter: Option<ScatterKind>,
+    /// How the sorted entries are summed into buckets; `None` means [`bucket_method_for`] the
+    /// curve, window and entries. Either method works for every MSM.
+    pub bucket_method: Option<BucketMethod>,
+    /// Entries a slice of the batch-affine bucket phase; `None` means
+    /// [`AFFINE_SLICE_ENTRIES`]. Tests set it small, so that buckets cross many slices.
+    pub affine_slice_entries: Option<usize>,
+    /// Fail instead of falling back to XYZZ when a batch-affine slice's buckets are too sparse
+    /// for its round buffers, so that tests know which method summed their buckets.
+    pub affine_without_fallback: bool,
+}
+
+/// How a pass sums its sorted entries into buckets (both leave the same bucket sums).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BucketMethod {
+    /// `msm_gX_buckets`: equal chunks of entries a thread, XYZZ accumulators (madd-2008-s,
+    /// 8M + 2S of the curve's field an addition), and the fix-up for buckets crossing chunks.
+    Xyzz,
+    /// kernels/msm/batch_affine.cuh: rounds of affine additions of pairs within each bucket,
+    /// all of a round's divisions sharing one inversion (5M + 1S an addition, plus a fixed
+    /// latency a round), in slices of [`AFFINE_SLICE_ENTRIES`] entries; XYZZ for the last few
+    /// points of each bucket.
+    BatchAffine,
+}
+
+/// Entries a slice of the batch-affine bucket phase holds: its scratch
+/// ([`affine_scratch_bytes`]) is bounded by a slice, whatever the bucket sizes. Every slice
+/// pays a round's fixed latency (a few launches, a download and one inversion) per round, so
+/// slices should be long; at 2^23 a slice's scratch on G2 fits within the chunk spills that the
+/// XYZZ bucket phase of a 2^25-point pass would hold instead.
+pub const AFFINE_SLICE_ENTRIES: usize = 1 << 23;
+
+/// The batch-affine rounds stop once no bucket of a slice holds more than this many points;
+/// the rest are summed in XYZZ, one thread a bucket. The harness measured 4 fastest for 20-bit
+/// windows (kernels/NOTES.md).
+pub const AFFINE_FINISH_POINTS: u32 = 4;
+
+/// Values a thread of the batch-affine inversion tree multiplies (each level divides the
+/// values by this).
+pub const AFFINE_TREE_GROUP: usize = 16;
+
+/// The bucket method a pass of `entries` sorted entries over `buckets` buckets of `c`-bit
+/// windows takes on a curve where batch-affine additions can win (`batch_affine_wins`, G2):
+/// batch-affine for 20-bit windows with enough entries to hide each round's fixed latency and
+/// at least 8 a bucket; XYZZ otherwise. The rule is what the H200 measured, not the operation
+/// count alone (BENCHMARKS.md, "Batch-affine buckets"): on G2 at c = 20 a whole MSM's bucket
+/// phase ran 1.38 to 1.52 times faster; on G1 XYZZ stayed faster (0.96), and with few large
+/// buckets (c = 16, one window) batch-affine lost on G2 too.
+pub fn bucket_method_for(batch_affine_wins: bool, c: u32, entries: usize, buckets: usize) -> BucketMethod {
+    if batch_affine_wins && c >= 20 && entries >= 1 << 22 && entries >= 8 * buckets {
+        BucketMethod::BatchAffine
+    } else {
+        BucketMethod::Xyzz
+    }
+}
+
+/// Outputs the batch-affine buffers of a slice of `slice` entries hold: (rounds 0, 2, 4, ...,
+/// rounds 1, 3, ...). A round of a slice whose buckets average at least 4 entries fits: it
+/// writes Σ ceil(m/2) ≤ slice/2 + nonempty/2 outputs, at most 5/8 of the slice, and the next
+/// round Σ ceil(m/4) ≤ slice/4 + 3/4 of the nonempty buckets, at most 7/16. A slice of
+/// sparser buckets does not fit, and its pass falls back to XYZZ.
+pub fn affine_round_capacities(slice: usize) -> (usize, usize) {
+    (slice / 8 * 5 + 8, slice / 16 * 7 + 8)
+}
+
+/// Outputs a thread of a batch-affine round of `items` outputs takes: enough threads to fill
+/// the GPU (about 2^19), at least 4 so that the tree stays small, at most 32.
+pub fn affine_outputs_per_thread(items: usize) -> usize {
+    (items >> 19).clamp(4, 32)
+}
+
+/// One level of the batch-affine inversion tree over `n` values: `count` values in groups of
+/// [`AFFINE_TREE_GROUP`], whose running products go to prefixes [pre_at, pre_at + count) and
+/// whose group products, the next level's values, to products [up_at, up_at + groups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeLevel {
+    pub count: usize,
+    pub pre_at: usize,
+    pub up_at: usize,
+}
+
+/// The levels of the inversion tree of `n` values, bottom first; the last is the top, at most
+/// [`AFFINE_TREE_GROUP`] values, which one thread multiplies, inverts and walks back down.
+pub fn affine_tree_levels(n: usize) -> Vec<TreeLevel> {
+    let mut levels = Vec::new();
+    let (mut count, mut pre_at, mut up_at) = (n, 0, 0);
+    loop {
+        levels.push(TreeLevel { count, pre_at, up_at });
+        if count <= AFFINE_TREE_GROUP {
+            return levels;
+        }
+        let groups = count.div_ceil(AFFINE_TREE_GROUP);
+        (count, pre_at, up_at) = (groups, pre_at + count, up_at + groups);
+    }
+}
+
+/// Elements the inversion tree of `n` values needs over all its levels: (prefixes, products).
+pub fn affine_tree_elements(n: usize) -> (usize, usize) {
+    let top = *affine_tree_levels(n).last().expect("a tree has a top level");
+    (top.pre_at + top.count, top.up_at + 1)
+}
+
+/// The device memory the batch-affine bucket phase holds for slices of `slice` entries over
+/// at most `buckets` buckets a slice, with field elements of `field_bytes` bytes (48: G1, 96:
+/// G2), in bytes: the coordinates of both round buffers, the running products, the threads'
+/// products and their tree, the two bucket-end arrays, the scan's tile sums and a counter,
+/// and a spilled XYZZ point per slice of `entries`. Exactly what `GpuStream::affine_buckets`
+/// allocates.
+pub fn affine_scratch_bytes(field_bytes: usize, slice: usize, buckets: usize, entries: usize) -> u64 {
+    let (even, odd) = affine_round_capacities(slice);
+    let prefix = even + 32;
+    let products = even / 4 + 1;
+    let (pre, up) = affine_tree_elements(products);
+    let elements = 2 * even + 2 * odd + prefix + products + pre + up;
+    let words = 2 * buckets + buckets.div_ceil(SCAN_TILE) + 1;
+    let spills = entries.div_ceil(slice.max(1)) * 4 * field_bytes;
+    (field_bytes * elements + 4 * words + spills) as u64
 }
 
 /// How an MSM sorts its signed digits' entries into buckets after the histogram and scan (both
@@ -155,18 +273,28 @@ pub fn msm_scratch_bytes(len: usize, pass_points: usize) -> u64 {
 /// where the default takes it ([`scatter_kind_for`], [`binned_scatter_bytes`]; the pipeline
 /// never forces a kind), and the chunk spills (6 bytes
 /// per entry at 64 entries a chunk, G2-sized, or at most 2^19 chunks of 384 bytes below that:
-/// `chunk_for`); then the buckets and their counts (G2-sized, the larger curve), the scratch
+/// `chunk_for`) or, where G2 may take it ([`bucket_method_for`]), the larger scratch of the
+/// batch-affine bucket phase, which holds its own instead ([`affine_scratch_bytes`]); then the buckets and their counts (G2-sized, the larger curve), the scratch
 /// buckets of an MSM in several passes, and 128 MiB for the window reduction's partial sums
 /// and the 0/1 batch sum.
 fn pass_scratch_bytes(c: u32, pass: u64, rest: u64, several_passes: bool) -> u64 {
     let windows = 256u64.div_ceil(c as u64);
     let buckets = windows << (c - 1);
     let spills = (6 * windows * rest).max(384 << 19);
+    // G2-sized, as the buckets: the batch-affine phase holds its scratch instead of the spills
+    let entries = windows * rest;
+    let affine = match bucket_method_for(true, c, entries as usize, buckets as usize) {
+        BucketMethod::BatchAffine => {
+            let slice = (AFFINE_SLICE_ENTRIES as u64).min(entries) as usize;
+            affine_scratch_bytes(96, slice, buckets as usize, entries as usize)
+        }
+        BucketMethod::Xyzz => 0,
+    };
     let scratch = if several_passes { buckets * 4 * 96 } else { 0 };
     pass * (32 + 4 + 4)
         + rest * 4 * windows
         + if scatter_kind_for(c) == ScatterKind::Binned { binned_scatter_bytes(c, rest) } else { 0 }
-        + spills
+        + spills.max(affine)
         + buckets * (4 + 4 * 96)
         + scratch
         + (128 << 20)
@@ -251,7 +379,44 @@ pub trait MsmCurve {
     const REDUCE: &'static str;
     const SUM_POINTS: &'static str;
     const TO_JACOBIAN: &'static str;
+    /// Bytes of one coordinate (Fp: 48, Fp2: 96).
+    const FIELD_BYTES: usize;
+    /// Whether [`bucket_method_for`] may pick batch-affine additions for this curve.
+    const BATCH_AFFINE_WINS: bool;
+    /// The batch-affine bucket kernels (kernels/msm/batch_affine.cuh).
+    const AFFINE: AffineKernels;
     fn to_projective(p: &Self::Jacobian) -> Self::Projective;
+}
+
+/// One curve's batch-affine bucket kernels: the forward and backward steps of a round and the
+/// finish, each reading round 0's points from the sorted entries or a later round's from the
+/// previous round's output; and the inversion tree's levels.
+pub struct AffineKernels {
+    pub forward_entries: &'static str,
+    pub forward_points: &'static str,
+    pub backward_entries: &'static str,
+    pub backward_points: &'static str,
+    pub finish_entries: &'static str,
+    pub finish_points: &'static str,
+    pub tree_up: &'static str,
+    pub tree_down: &'static str,
+    pub tree_top: &'static str,
+}
+
+macro_rules! affine_kernels {
+    ($g:literal) => {
+        AffineKernels {
+            forward_entries: concat!("msm_", $g, "_affine_fwd_entries"),
+            forward_points: concat!("msm_", $g, "_affine_fwd_points"),
+            backward_entries: concat!("msm_", $g, "_affine_bwd_entries"),
+            backward_points: concat!("msm_", $g, "_affine_bwd_points"),
+            finish_entries: concat!("msm_", $g, "_affine_finish_entries"),
+            finish_points: concat!("msm_", $g, "_affine_finish_points"),
+            tree_up: concat!("msm_", $g, "_affine_tree_up"),
+            tree_down: concat!("msm_", $g, "_affine_tree_down"),
+            tree_top: concat!("msm_", $g, "_affine_tree_top"),
+        }
+    };
 }
 
 /// G1 of BLS12-381.
@@ -274,6 +439,9 @@ impl MsmCurve for G1 {
     const REDUCE: &'static str = "msm_g1_reduce";
     const SUM_POINTS: &'static str = "msm_g1_sum_points";
     const TO_JACOBIAN: &'static str = "msm_g1_to_jacobian";
+    const FIELD_BYTES: usize = 48;
+    const BATCH_AFFINE_WINS: bool = false;
+    const AFFINE: AffineKernels = affine_kernels!("g1");
     fn to_projective(p: &G1Jacobian) -> G1Projective {
         G1Projective::from_raw_unchecked(fp(&p.0[0..6]), fp(&p.0[6..12]), fp(&p.0[12..18]))
     }
@@ -290,6 +458,9 @@ impl MsmCurve for G2 {
     const REDUCE: &'static str = "msm_g2_reduce";
     const SUM_POINTS: &'static str = "msm_g2_sum_points";
     const TO_JACOBIAN: &'static str = "msm_g2_to_jacobian";
+    const FIELD_BYTES: usize = 96;
+    const BATCH_AFFINE_WINS: bool = true;
+    const AFFINE: AffineKernels = affine_kernels!("g2");
     fn to_projective(p: &G2Jacobian) -> G2Projective {
         let f2 = |i: usize| Fp2::new(fp(&p.0[i..i + 6]), fp(&p.0[i + 6..i + 12]));
         G2Projective::from_raw_unchecked(f2(0), f2(12), f2(24))
@@ -577,28 +748,10 @@ impl GpuStream {
         )?;
 
         // offsets = exclusive prefix sum of counts (in place)
-        let tiles = total.div_ceil(SCAN_TILE);
-        let sums = self.alloc::<u32>(tiles)?;
-        let m = KernelArg::U32(total as u32);
-        self.launch(
-            "msm_scan_tiles",
-            tiles as u32,
-            256,
-            &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))],
-        )?;
+        let sums = self.alloc::<u32>(total.div_ceil(SCAN_TILE))?;
         let grand_total = self.alloc::<u32>(1)?;
-        self.launch(
-            "msm_scan_totals",
-            1,
-            256,
-            &[KernelArg::Ptr(sums.ptr(self)), KernelArg::U32(tiles as u32), KernelArg::Ptr(grand_total.ptr(self))],
-        )?;
-        self.launch(
-            "msm_scan_add",
-            grid(total, THREADS),
-            THREADS,
-            &[KernelArg::Ptr(counts.ptr(self)), m, KernelArg::Ptr(sums.ptr(self))],
-        )?;
+        self.scan_exclusive(counts.ptr(self), total, &sums, &grand_total)?;
+        drop(sums);
         timer.mark(self, "histogram+scan");
         // The scatter advances each bucket's offset (in counts) to its end: counts become ends.
         let max_entries = n * windows;
@@ -636,22 +789,62 @@ impl GpuStream {
         if total_entries == 0 {
             return Ok(());
         }
-        let chunk = chunk_for(total_entries);
-        let chunks = total_entries.div_ceil(chunk as usize);
-        let spills = self.alloc::<u32>(chunks * C::XYZZ_WORDS)?;
         let (ends, nb) = (KernelArg::Ptr(counts.ptr(self)), KernelArg::U32(total as u32));
         let out = KernelArg::Ptr(buckets.points.ptr(self));
         // The first pass sums straight into the buckets; later ones into a scratch array that
         // the fix-up adds into them (every bucket the pass touched is written there first).
         let accumulate = buckets.filled;
-        let pass = if accumulate {
+        let pass_ptr = if accumulate {
             if buckets.scratch.is_none() {
                 buckets.scratch = Some(self.alloc::<u32>(buckets.points.len())?);
             }
-            KernelArg::Ptr(buckets.scratch.as_ref().expect("allocated above").ptr(self))
+            buckets.scratch.as_ref().expect("allocated above").ptr(self)
         } else {
-            out
+            buckets.points.ptr(self)
         };
+        let pass = KernelArg::Ptr(pass_ptr);
+        let method =
+            opts.bucket_method.unwrap_or_else(|| bucket_method_for(C::BATCH_AFFINE_WINS, c, total_entries, total));
+        if method == BucketMethod::BatchAffine {
+            let slice = opts.affine_slice_entries.unwrap_or(AFFINE_SLICE_ENTRIES).clamp(1, total_entries);
+            let affine = AffinePass {
+                bases,
+                entries: &entries,
+                ends: &counts,
+                buckets: total,
+                total: total_entries,
+                slice,
+                pass: pass_ptr,
+            };
+            match self.affine_buckets::<C>(&affine)? {
+                Some(spills) => {
+                    timer.mark(self, "buckets");
+                    let spill = KernelArg::Ptr(spills.ptr(self));
+                    // the slices are the chunks whose spills the fix-up adds
+                    let chunk = KernelArg::U32(slice as u32);
+                    let args = [ends, nb, chunk, KernelArg::U32(accumulate as u32), pass, out, spill];
+                    self.launch(C::FIXUP, grid(total, CURVE_THREADS), CURVE_THREADS, &args)?;
+                    timer.mark(self, "fixup");
+                    buckets.filled = true;
+                    return Ok(());
+                }
+                None if opts.affine_without_fallback => {
+                    return Err(Error::Device {
+                        device: self.gpu().ordinal(),
+                        operation: "msm",
+                        message: format!(
+                            "the batch-affine bucket phase fell back: a slice of {slice} of {total_entries} entries \
+                             over {total} buckets was too sparse for its round buffers"
+                        ),
+                    });
+                }
+                // a slice too sparse for the round buffers: XYZZ below rewrites every bucket
+                None => {}
+            }
+        }
+        let chunk = chunk_for(total_entries);
+        let chunks = total_entries.div_ceil(chunk as usize);
+        let spills = self.alloc::<u32>(chunks * C::XYZZ_WORDS)?;
         let spill = KernelArg::Ptr(spills.ptr(self));
         let args = [
             KernelArg::Ptr(bases),
@@ -671,6 +864,33 @@ impl GpuStream {
         timer.mark(self, "fixup");
         buckets.filled = true;
         Ok(())
+    }
+
+    /// The exclusive prefix sum of the `m` u32 values at `data`, in place, and their sum in
+    /// `total`[0]; `sums` holds at least m / [`SCAN_TILE`] values (rounded up).
+    pub(super) fn scan_exclusive(
+        &self,
+        data: u64,
+        m: usize,
+        sums: &GpuBuffer<u32>,
+        total: &GpuBuffer<u32>,
+    ) -> Result<()> {
+        let tiles = m.div_ceil(SCAN_TILE);
+        debug_assert!(sums.len() >= tiles && !total.is_empty());
+        let mu = KernelArg::U32(m as u32);
+        self.launch("msm_scan_tiles", tiles as u32, 256, &[KernelArg::Ptr(data), mu, KernelArg::Ptr(sums.ptr(self))])?;
+        self.launch(
+            "msm_scan_totals",
+            1,
+            256,
+            &[KernelArg::Ptr(sums.ptr(self)), KernelArg::U32(tiles as u32), KernelArg::Ptr(total.ptr(self))],
+        )?;
+        self.launch(
+            "msm_scan_add",
+            grid(m, THREADS),
+            THREADS,
+            &[KernelArg::Ptr(data), mu, KernelArg::Ptr(sums.ptr(self))],
+        )
     }
 
     /// The binned scatter ([`ScatterKind::Binned`], kernels/msm/msm.cu): the entries of `n`
@@ -799,6 +1019,78 @@ impl Buckets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn batch_affine_takes_g2_s_wide_windows_with_full_buckets_only() {
+        let buckets = 13usize << 19;
+        // a random G2 MSM of 2^24 points at c = 20: 13 entries a point, 32 a bucket
+        assert_eq!(bucket_method_for(true, 20, 13 << 24, buckets), BucketMethod::BatchAffine);
+        assert_eq!(bucket_method_for(true, 20, 13 << 22, buckets), BucketMethod::BatchAffine, "8 a bucket");
+        // G1, where XYZZ measured faster
+        assert_eq!(bucket_method_for(false, 20, 13 << 24, buckets), BucketMethod::Xyzz);
+        // sparse buckets, too few entries, narrower windows
+        assert_eq!(bucket_method_for(true, 20, 13 << 21, buckets), BucketMethod::Xyzz, "4 a bucket");
+        assert_eq!(bucket_method_for(true, 20, (1 << 22) - 1, 1), BucketMethod::Xyzz);
+        assert_eq!(bucket_method_for(true, 16, 16 << 24, 16 << 15), BucketMethod::Xyzz);
+    }
+
+    /// The outputs of each round of a slice whose clipped buckets hold `m` entries each.
+    fn round_outputs(mut m: Vec<u64>) -> Vec<u64> {
+        let mut rounds = Vec::new();
+        while m.iter().any(|&x| x > AFFINE_FINISH_POINTS as u64) {
+            m.iter_mut().for_each(|x| *x = x.div_ceil(2));
+            rounds.push(m.iter().sum());
+        }
+        rounds
+    }
+
+    #[test]
+    fn the_round_buffers_hold_every_round_of_buckets_averaging_four_or_more() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(rand::random());
+        for slice in [200usize, 1000, 1 << 16, 1 << 20] {
+            let (even, odd) = affine_round_capacities(slice);
+            for trial in 0..40 {
+                // nonempty buckets at most a quarter of the entries, sizes random or skewed
+                let buckets = (slice / 4).max(1) >> (trial % 4);
+                let mut m = vec![1u64; buckets];
+                for _ in buckets..slice {
+                    let b = if trial % 3 == 0 { rng.gen_range(0..buckets.min(3)) } else { rng.gen_range(0..buckets) };
+                    m[b] += 1;
+                }
+                assert_eq!(m.iter().sum::<u64>(), slice as u64);
+                for (r, items) in round_outputs(m).into_iter().enumerate() {
+                    let cap = if r % 2 == 0 { even } else { odd };
+                    assert!(items as usize <= cap, "slice {slice}, round {r}: {items} outputs > {cap}");
+                }
+            }
+            // the twin: half the entries alone in their buckets, the rest in one: round 0 outgrows
+            let mut sparse = vec![1u64; slice / 2];
+            sparse.push((slice - slice / 2) as u64);
+            let first = round_outputs(sparse)[0] as usize;
+            assert!(first > even, "slice {slice}: sparse buckets must not fit ({first} outputs, room {even})");
+        }
+    }
+
+    #[test]
+    fn the_inversion_tree_s_levels_tile_their_scratch() {
+        for n in (1..300).chain([4095, 4096, 4097, 1 << 18, (1 << 20) + 3]) {
+            let levels = affine_tree_levels(n);
+            let (pre, up) = affine_tree_elements(n);
+            assert_eq!(levels[0], TreeLevel { count: n, pre_at: 0, up_at: 0 });
+            for pair in levels.windows(2) {
+                let (low, high) = (pair[0], pair[1]);
+                // a level's values are the group products of the level below, nothing overlaps
+                assert_eq!(high.count, low.count.div_ceil(AFFINE_TREE_GROUP));
+                assert_eq!(high.pre_at, low.pre_at + low.count);
+                assert_eq!(high.up_at, low.up_at + high.count);
+                assert!(low.count > AFFINE_TREE_GROUP);
+            }
+            let top = *levels.last().unwrap();
+            assert!(top.count <= AFFINE_TREE_GROUP && top.count >= 1);
+            assert_eq!((pre, up), (top.pre_at + top.count, top.up_at + 1), "n = {n}");
+        }
+    }
 
     #[test]
     fn a_scatter_launch_advances_at_most_its_cursor_budget() {
@@ -981,7 +1273,16 @@ mod tests {
                         ScatterKind::Direct => 0,
                     };
                     let total_entries = n * windows;
-                    let spills = total_entries.div_ceil(chunk_for(total_entries as usize) as u64) * xyzz;
+                    let xyzz_spills = total_entries.div_ceil(chunk_for(total_entries as usize) as u64) * xyzz;
+                    // the default bucket method on G2 holds its scratch instead of the spills
+                    let te = total_entries as usize;
+                    let spills = match bucket_method_for(G2::BATCH_AFFINE_WINS, c, te, buckets as usize) {
+                        BucketMethod::BatchAffine => {
+                            let slice = AFFINE_SLICE_ENTRIES.min(te);
+                            xyzz_spills.max(affine_scratch_bytes(G2::FIELD_BYTES, slice, buckets as usize, te))
+                        }
+                        BucketMethod::Xyzz => xyzz_spills,
+                    };
                     let segs = 1u64 << log_segments_for(windows as usize, c - 1);
                     let reduction = 2 * windows * segs * xyzz;
                     let held = lists + bucket_arrays + scan + entries + binned + spills + reduction;
