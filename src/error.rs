@@ -129,6 +129,17 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
 
+    /// The config sets `key_cache_host_bytes` and `synthesis_host_bytes` so that they add up to
+    /// more than the host's memory: with both budgets full the OS would kill the process
+    /// instead of the key cache evicting or a synthesis waiting (`ProverConfig::validate`).
+    #[error(
+        "ProverConfig::key_cache_host_bytes ({key_cache_bytes} bytes) and ProverConfig::synthesis_host_bytes \
+         ({synthesis_bytes} bytes) add up to more than the host's {host_bytes} bytes of memory: lower one or both, \
+         leaving room for the OS and the page-locked staging buffers, or leave them at their defaults, which \
+         share the host's memory (snarkpipe::prover::host_memory_shares)"
+    )]
+    HostMemoryOvercommitted { key_cache_bytes: u64, synthesis_bytes: u64, host_bytes: u64 },
+
     /// An I/O error, with the path or operation it came from.
     #[error("{context}: {message}")]
     Io { context: String, message: String },
