@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One device call for issues 21 and 19: the MSM's binned scatter checked and timed against the
+# Device calls for issues 21 and 19: the MSM's binned scatter checked and timed against the
 # direct scatter it replaces (both in one process), the MSM phases in isolation, sppark's G1 MSM
 # against snarkpipe's in one process, batch-affine buckets for G1 and G2 against the production
-# XYZZ loop, and the soak on the machine's 16 cores on the binary's allocator.
+# XYZZ loop (the harness), the production batch-affine bucket phase in the bench (its variants)
+# and in a partition stream, and the soak on the machine's 16 cores on the binary's allocator.
 #
 # Build first, here (a worktree of the commit, .cuda linked in; see ../shared/GPU.md):
 #   SNARKPIPE_REQUIRE_NVCC=1 cargo test --release --no-run --test cuda_kernels --test soak
@@ -12,13 +13,13 @@
 # then copy into .gpu/: tests/cuda_kernels-*, tests/soak-*, cuda_kernels_bench (the bench
 # executable), snarkpipe-vs-supraseal; strip; pack (tar czf .gpu-z/b.tgz .gpu), carry .gpu-z and
 # unpack first (tar xzf .gpu-z/b.tgz).
-# Env: STEPS (default "tests bench race affine soak"), SOAK (partitions, default 10000),
+# Env: STEPS (default "tests bench race affine soak"; also "partition": PART_LOG, PART_N), SOAK (partitions, default 10000),
 # BENCH_LOGS (MSM sizes of the kernel bench, default "24 26"), BENCH_PARTS (default g1,g2),
 # RACE_LOGS (default 24,26,27), BA_CURVE and BA_G2_LOG (the batch-affine harness's curves and
 # largest G2 size, kernels/harness/batch_affine_harness.cu),
 # and a cap in seconds per step: TEST_CAP, BENCH_CAP, RACE_CAP, AFFINE_CAP, SOAK_CAP.
 # Writes under $OUT: gpu.txt, tests.log, bench-*.log (with bench-*.md), race.txt/race.json/
-# race.log, batch-affine.txt, soak.log, packed at the end into $OUT/results.tgz. Exits nonzero
+# race.log, batch-affine.txt, partition.json/partition.log, soak.log, packed at the end into $OUT/results.tgz. Exits nonzero
 # if a step failed.
 set -u
 out=${OUT:-out}; mkdir -p "$out"
@@ -53,6 +54,13 @@ for step in ${STEPS:-tests bench race affine soak}; do
       OUT=$out timeout "${AFFINE_CAP:-200}" .gpu/batch-affine/batch_affine.sh >/dev/null 2>&1
       rc=$?; grep -E '^(==|\| XYZZ|\| grid|\| coalesced|check|stress)' "$out/batch-affine.txt" | head -60
       step_done affine $rc ;;
+    partition) # a stream of partitions with a random witness, whose B MSM on G2 takes the
+      # batch-affine bucket phase by default (c = 20 from 2^23 points); every proof verified
+      SNARKPIPE_MSM_PHASES=1 timeout "${PART_CAP:-240}" .gpu/snarkpipe bench --backend cuda --json --staging copy \
+        --devices 0 --keys setup --witness random --log-n "${PART_LOG:-24}" --partitions "${PART_N:-12}" \
+        --workers 2 --in-flight 3 >"$out/partition.json" 2>"$out/partition.log"
+      rc=$?; grep "msm phases" "$out/partition.log" | grep "c=20" | tail -4; tail -c 600 "$out/partition.json"; echo
+      step_done partition $rc ;;
     soak) # the CPU backend on 16 cores; the test re-runs itself with mimalloc's purge delay at 0
       SNARKPIPE_SOAK_PARTITIONS=${SOAK:-10000} timeout "${SOAK_CAP:-240}" .gpu/tests/soak-* --nocapture \
         >"$out/soak.log" 2>&1

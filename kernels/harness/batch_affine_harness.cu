@@ -134,24 +134,7 @@
 #define BA_GPU 1
 #include "cuda_check.h"
 #else
-// ---- Host shims: the kernels (production's included) run as plain functions over a grid of one
-// thread, so GRID_STRIDE visits every index in order. Kernels here never read what the same
-// launch writes, so this order gives the GPU's result.
-using std::max;
-using std::min;
-#define __global__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __shared__ static
-struct ba_dim3 { unsigned x, y, z; };
-static const ba_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
-struct uint4 { unsigned x, y, z, w; };
-static inline void __syncthreads() {}
-static inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
-static inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
-template <class T> static inline T __ldcs(const T* p) { return *p; }
-template <class T> static inline void __stcs(T* p, T v) { *p = v; }
-typedef void* cudaStream_t;
+#include "../check/host_shims.h"
 #include "../msm/msm.cu"
 #define BA_GPU 0
 #endif

@@ -59,7 +59,7 @@ __device__ __forceinline__ fp2_t ld_field(const fp2_t* p) { fp2_t r; r.c0 = ld_f
 __device__ __forceinline__ void st_field(fp2_t* p, const fp2_t& v) { st_field(&p->c0, v.c0); st_field(&p->c1, v.c1); }
 
 // Nibble n (0 = lowest) of the exponent p − 2 (p's low limb is 0xffffaaab: no borrow).
-__device__ __forceinline__ u32 fermat_nibble(int n) {
+__device__ __forceinline__ u32 inverse_exponent_nibble(int n) {
     u32 limb = fp_modulus()[n >> 3];
     if (n < 8) limb -= 2;
     return (limb >> (4 * (n & 7))) & 15;
@@ -71,10 +71,10 @@ __device__ __noinline__ fp_t fp_inverse(const fp_t& a) {
     tbl[0] = fp_one();
     tbl[1] = a;
     for (int i = 2; i < 16; i++) tbl[i] = tbl[i - 1] * a;
-    fp_t r = tbl[fermat_nibble(95)];
+    fp_t r = tbl[inverse_exponent_nibble(95)];
     for (int n = 94; n >= 0; n--) {
         r = r.sqr().sqr().sqr().sqr();
-        const u32 e = fermat_nibble(n);
+        const u32 e = inverse_exponent_nibble(n);
         if (e) r = r * tbl[e];
     }
     return r;

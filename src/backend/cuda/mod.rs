@@ -29,7 +29,7 @@ pub use device::workspace_bytes;
 pub use kernel_cache::{CacheOutcome, KernelCache};
 pub use msm::{
     bucket_method_for, msm_scratch_bytes, scatter_kind_for, window_bits_for, BucketMethod, MsmCurve, MsmOptions,
-    ScatterKind, AFFINE_SLICE_ENTRIES, G1, G2, MSM_PASS_POINTS,
+    ScatterKind, AFFINE_FINISH_POINTS, AFFINE_SLICE_ENTRIES, G1, G2, MSM_PASS_POINTS,
 };
 pub use ntt::domain_root;
 pub use probe::ProbeField;
