@@ -72,10 +72,13 @@
 // but an addition does ~2.8 times G1's arithmetic for twice its bytes, so the gathers that hold
 // G1 back weigh less, and a Fermat inversion per thread weighs less against the dearer additions.
 // The baseline is production's G2 loop and fix-up, as production launches them. G2's round kernels are held to three blocks an SM, as
-// MSM_G2_BUCKET_BOUNDS holds production's; its backward step (pair_backward_lean) performs the
-// same operations as G1's but ordered so that few Fp2 values are live across the outlined Fp
-// multiplications, reading coordinates again (L1) where they are needed rather than spilling
-// them. G1 keeps the code path of the earlier measurement.
+// MSM_G2_BUCKET_BOUNDS holds production's.
+//
+// The rounds' forward and backward steps and the inversion tree's levels are production's
+// (kernels/msm/batch_affine.cuh: affine_forward, affine_backward, tree_forward, tree_backward),
+// so the harness times the production code in its variants. Until 2026-12-04 they were the
+// harness's own, and G1 used a backward step that kept more values live across the outlined
+// multiplications (the runs of 2026-12-04b measured that build on G1).
 //
 // *Coalesced* variants copy the entries' points into bucket order once before round 0
 // (sort_copy_k: X[i], Y[i] = entry i's point, negated for a negative digit, SoA), so that round
@@ -377,135 +380,13 @@ struct soa_src {
 // ================================================================================================
 // The round kernels
 // ================================================================================================
+// A round's arguments: production's (kernels/msm/batch_affine.cuh, whose forward and backward
+// steps the round kernels here run) and where the outputs go.
 template <class Src>
-struct round_args {
-    typedef typename Src::F F;
-    Src src;
-    const u32* ends_in;   // the round's input buckets
-    const u32* ends_out;  // its output buckets: inclusive scan of ceil(m_b / 2)
-    u32 nb;               // buckets
-    u32 items;            // outputs = ends_out[nb - 1]
-    u32 K;                // outputs a thread
-    u32 T;                // threads = ceil(items / K)
-    F* prefix;            // [K][T]: running products of the thread's denominators
-    F* prod;              // [T]: the thread's product (then its inverse)
-    F* X;                 // outputs
-    F* Y;
+struct round_args : affine_round<Src> {
+    typename Src::F* X;
+    typename Src::F* Y;
 };
-
-// Thread t's outputs [t·K, min((t+1)·K, items)): the running product of their denominators,
-// stored after each output but the last; returns the product (one if no division).
-template <class Src>
-BA_DEV typename Src::F round_forward(u32 t, const round_args<Src>& a) {
-    typedef typename Src::F F;
-    const u32 lo = t * a.K, hi = min(lo + a.K, a.items);
-    u32 b = bucket_of_entry(a.ends_out, a.nb, lo);
-    u32 out_start = b ? a.ends_out[b - 1] : 0, out_end = a.ends_out[b];
-    u32 in_start = b ? a.ends_in[b - 1] : 0, in_end = a.ends_in[b];
-    F acc = one_of(F());
-    for (u32 j = lo; j < hi; j++) {
-        while (j >= out_end && b + 1 < a.nb) {  // next nonempty bucket
-            b++;
-            out_start = out_end; out_end = a.ends_out[b];
-            in_start = in_end; in_end = a.ends_in[b];
-        }
-        const u32 i1 = in_start + 2 * (j - out_start);
-        if (i1 + 1 < in_end) {
-            const F x1 = a.src.x(i1), x2 = a.src.x(i1 + 1);
-            u32 kind = kind_by_x(x1, x2);
-            F y1 = F::zero();
-            if (kind == OUT_EQUAL_X) {
-                y1 = a.src.y(i1);
-                kind = kind_equal_x(y1, a.src.y(i1 + 1));
-            }
-            if (kind >= OUT_ADD) acc = acc * pair_denominator(kind, x1, y1, x2);
-        }
-        if (j + 1 < hi) st_fp(a.prefix + (size_t)(j - lo) * a.T + t, acc);
-    }
-    return acc;
-}
-
-// One output with a partner, backwards (G2): the same operations as round_backward's G1 code
-// below, ordered so that few Fp2 values are live across the outlined Fp multiplications (what is
-// live across a call adds to the callee's registers, and past the launch bound it spills): the
-// denominator is formed and the abscissas dropped before the inverses, and the coordinates are
-// read again (L1) where they are needed rather than kept.
-template <class Src>
-BA_DEV void pair_backward_lean(const round_args<Src>& a, u32 t, u32 lo, u32 j, u32 i1, typename Src::F& inv) {
-    typedef typename Src::F F;
-    F den;
-    u32 kind;
-    {
-        const F x1 = a.src.x(i1), x2 = a.src.x(i1 + 1);
-        kind = kind_by_x(x1, x2);
-        if (kind == OUT_EQUAL_X) kind = kind_equal_x(a.src.y(i1), a.src.y(i1 + 1));
-        if (kind < OUT_ADD) {
-            F xo = F::zero(), yo = F::zero();
-            if (kind == OUT_P1) { xo = x1; yo = a.src.y(i1); }
-            if (kind == OUT_P2) { xo = x2; yo = a.src.y(i1 + 1); }
-            st_fp(a.X + j, xo);
-            st_fp(a.Y + j, yo);
-            return;
-        }
-        den = kind == OUT_ADD ? x2 - x1 : a.src.y(i1).dbl();
-    }
-    F inv_d = inv;
-    if (j > lo) inv_d = inv * ld_fp(a.prefix + (size_t)(j - lo - 1) * a.T + t);
-    inv = inv * den;
-    F num;
-    if (kind == OUT_ADD) {
-        num = a.src.y(i1 + 1) - a.src.y(i1);
-    } else {
-        const F xx = a.src.x(i1).sqr();
-        num = xx.dbl() + xx;
-    }
-    const F lambda = num * inv_d;
-    const F xo = lambda.sqr() - a.src.x(i1) - a.src.x(i1 + 1);
-    st_fp(a.X + j, xo);
-    st_fp(a.Y + j, lambda * (a.src.x(i1) - xo) - a.src.y(i1));
-}
-
-// The same outputs backwards, given inv = 1/(the thread's product): writes every output.
-template <class Src>
-BA_DEV void round_backward(u32 t, const round_args<Src>& a, typename Src::F inv) {
-    typedef typename Src::F F;
-    const u32 lo = t * a.K, hi = min(lo + a.K, a.items);
-    u32 b = bucket_of_entry(a.ends_out, a.nb, hi - 1);
-    u32 out_start = b ? a.ends_out[b - 1] : 0;
-    u32 in_start = b ? a.ends_in[b - 1] : 0, in_end = a.ends_in[b];
-    for (u32 j = hi; j-- > lo;) {
-        while (j < out_start && b > 0) {  // previous nonempty bucket
-            b--;
-            in_end = in_start;
-            in_start = b ? a.ends_in[b - 1] : 0;
-            out_start = b ? a.ends_out[b - 1] : 0;
-        }
-        const u32 i1 = in_start + 2 * (j - out_start);
-        if constexpr (sizeof(F) > sizeof(fp_t)) {
-            if (i1 + 1 < in_end) {
-                pair_backward_lean(a, t, lo, j, i1, inv);
-                continue;
-            }
-        }
-        const F x1 = a.src.x(i1), y1 = a.src.y(i1);
-        F xo, yo;
-        if (i1 + 1 < in_end) {
-            const F x2 = a.src.x(i1 + 1), y2 = a.src.y(i1 + 1);
-            u32 kind = kind_by_x(x1, x2);
-            if (kind == OUT_EQUAL_X) kind = kind_equal_x(y1, y2);
-            F inv_d = inv;
-            if (kind >= OUT_ADD) {
-                if (j > lo) inv_d = inv * ld_fp(a.prefix + (size_t)(j - lo - 1) * a.T + t);
-                inv = inv * pair_denominator(kind, x1, y1, x2);
-            }
-            pair_sum(kind, x1, y1, x2, y2, inv_d, xo, yo);
-        } else {
-            xo = x1; yo = y1;
-        }
-        st_fp(a.X + j, xo);
-        st_fp(a.Y + j, yo);
-    }
-}
 
 // Blocks of 128 an SM the round kernels are held to, as the production bucket kernels: four for
 // G1 (msm_g1_buckets), three for G2 (MSM_G2_BUCKET_BOUNDS). -D'ROUND_BOUNDS(F)=' unbounds them.
@@ -516,16 +397,16 @@ template <> struct round_blocks<fp2_t> { enum { value = 3 }; };
 #endif
 template <class Src>
 __global__ void ROUND_BOUNDS(typename Src::F) round_fwd_k(round_args<Src> a, u32 n) {
-    GRID_STRIDE(t, n) st_fp(a.prod + t, round_forward(t, a));
+    GRID_STRIDE(t, n) st_fp(a.prod + t, affine_forward(t, a));
 }
 template <class Src>
 __global__ void ROUND_BOUNDS(typename Src::F) round_bwd_k(round_args<Src> a, u32 n) {
-    GRID_STRIDE(t, n) round_backward(t, a, ld_fp(a.prod + t));
+    GRID_STRIDE(t, n) affine_backward(t, a, ld_fp(a.prod + t), a.X, a.Y);
 }
 // The issue's sketch: one Fermat inversion per thread per round.
 template <class Src>
 __global__ void ROUND_BOUNDS(typename Src::F) round_fused_k(round_args<Src> a, u32 n) {
-    GRID_STRIDE(t, n) round_backward(t, a, inverse_fermat(round_forward(t, a)));
+    GRID_STRIDE(t, n) affine_backward(t, a, inverse_fermat(affine_forward(t, a)), a.X, a.Y);
 }
 
 // half[b] = ceil(m_b / 2), m_b the size of bucket b under `ends`.
@@ -573,39 +454,17 @@ struct level_args {
     F* up;   // up[u] = product of group u: the next level's values
 };
 template <class F>
-BA_DEV void level_forward(u32 u, const level_args<F>& a) {
-    const u32 lo = u * a.g, hi = min(lo + a.g, a.n);
-    F acc = ld_fp(a.v + lo);
-    for (u32 i = lo + 1; i < hi; i++) {
-        st_fp(a.pre + i - 1, acc);
-        acc = acc * ld_fp(a.v + i);
-    }
-    st_fp(a.up + u, acc);
-}
-// up[u] holds 1/(group u's product); the group's values become their inverses.
+__global__ void level_fwd_k(level_args<F> a, u32 n) { GRID_STRIDE(u, n) tree_forward(u, a.v, a.n, a.g, a.pre, a.up); }
 template <class F>
-BA_DEV void level_backward(u32 u, const level_args<F>& a) {
-    const u32 lo = u * a.g, hi = min(lo + a.g, a.n);
-    F inv = ld_fp(a.up + u);
-    for (u32 i = hi - 1; i > lo; i--) {
-        const F vi = ld_fp(a.v + i);
-        st_fp(a.v + i, inv * ld_fp(a.pre + i - 1));
-        inv = inv * vi;
-    }
-    st_fp(a.v + lo, inv);
-}
-template <class F>
-__global__ void level_fwd_k(level_args<F> a, u32 n) { GRID_STRIDE(u, n) level_forward(u, a); }
-template <class F>
-__global__ void level_bwd_k(level_args<F> a, u32 n) { GRID_STRIDE(u, n) level_backward(u, a); }
+__global__ void level_bwd_k(level_args<F> a, u32 n) { GRID_STRIDE(u, n) tree_backward(u, a.v, a.n, a.g, a.pre, a.up); }
 // The last level (a.n <= a.g) on one thread: product, one inversion, back down.
 template <class F>
 __global__ void level_top_k(level_args<F> a, u32 fermat, u32 n) {
     GRID_STRIDE(u, n) {
-        level_forward(0, a);
+        tree_forward(0, a.v, a.n, a.g, a.pre, a.up);
         const F p = ld_fp(a.up);
         st_fp(a.up, fermat ? inverse_fermat(p) : inverse_binary(p));
-        level_backward(0, a);
+        tree_backward(0, a.v, a.n, a.g, a.pre, a.up);
     }
 }
 
@@ -1213,7 +1072,7 @@ static void ba_round(GroupRun<F>& g, const BaRun<F>& r, u32 ri, Src src, const u
     LAUNCH(half_counts_k, g.nb, 256u, g.stream, ends_in, g.half);
     scan_inclusive(g.half, ends_out, g.nb, g.cub_tmp, g.cub_bytes, g.stream);
     if (mk) mk->mark("scan", g.stream);
-    round_args<Src> a{src, ends_in, ends_out, g.nb, rp.items, rp.K, rp.T, g.prefix, g.prod, g.X[ri & 1], g.Y[ri & 1]};
+    round_args<Src> a{{src, ends_in, ends_out, g.nb, rp.items, rp.K, rp.T, g.prefix, g.prod}, g.X[ri & 1], g.Y[ri & 1]};
     if (r.cfg.mode == 0) {
         LAUNCH(round_fwd_k<Src>, rp.T, CURVE_THREADS, g.stream, a);
         if (mk) mk->mark("fwd", g.stream);
