@@ -274,7 +274,8 @@ pub fn msm_scratch_bytes(len: usize, pass_points: usize) -> u64 {
 /// never forces a kind), and the chunk spills (6 bytes
 /// per entry at 64 entries a chunk, G2-sized, or at most 2^19 chunks of 384 bytes below that:
 /// `chunk_for`) or, where G2 may take it ([`bucket_method_for`]), the larger scratch of the
-/// batch-affine bucket phase, which holds its own instead ([`affine_scratch_bytes`]); then the buckets and their counts (G2-sized, the larger curve), the scratch
+/// batch-affine bucket phase, which holds its own instead ([`affine_scratch_bytes`]); then the
+/// buckets and their counts (G2-sized, the larger curve), the scratch
 /// buckets of an MSM in several passes, and 128 MiB for the window reduction's partial sums
 /// and the 0/1 batch sum.
 fn pass_scratch_bytes(c: u32, pass: u64, rest: u64, several_passes: bool) -> u64 {
@@ -286,7 +287,7 @@ fn pass_scratch_bytes(c: u32, pass: u64, rest: u64, several_passes: bool) -> u64
     let affine = match bucket_method_for(G2::BATCH_AFFINE_WINS, c, entries as usize, buckets as usize) {
         BucketMethod::BatchAffine => {
             let slice = (AFFINE_SLICE_ENTRIES as u64).min(entries) as usize;
-            affine_scratch_bytes(96, slice, buckets as usize, entries as usize)
+            affine_scratch_bytes(G2::FIELD_BYTES, slice, buckets as usize, entries as usize)
         }
         BucketMethod::Xyzz => 0,
     };
