@@ -24,7 +24,9 @@
 //  direct   production msm_scatter_indexed, one window a launch (scatter_windows_for(20) = 1).
 //  binned   production msm_bin_cursors, then per window msm_bin_scatter (phase A, a block of
 //           BIN_THREADS per BIN_TILE scalars) and msm_bin_place (phase B, a block of
-//           PLACE_THREADS per bin), at production's 2^9 bins a window (scatter_binned in msm.rs).
+//           PLACE_THREADS per bin), at production's geometry (scatter_binned in msm.rs: 2^11
+//           bins a window, the top window over 255 bits) with this file's stage capacity. Until
+//           the port to production it was unstaged at 2^9 bins (the first BENCHMARKS.md rows).
 //  staged/L phase A of this file (sh_bin_scatter: production's, with 2^L bins, L up to 11, one
 //           register array instead of two, and the top window's bins over the buckets a scalar
 //           below 2^255 reaches: sh_window_bins), then a phase B that stages its bin
@@ -467,7 +469,7 @@ static void enqueue(const Ctx& x, const Variant& v, cudaEvent_t* marks) {
     for (u32 w = 0; w < x.windows; w++) {
         // production's geometry for binned (bits 256), the variant's for the others
         u32 wlb, shift;
-        sh_window_bins(c, w, v.log_bins, v.kind == K_BINNED ? 256 : v.bits, wlb, shift);
+        sh_window_bins(c, w, v.log_bins, v.bits, wlb, shift);
         switch (v.kind) {
             case K_DIRECT:
                 msm_scatter_indexed<<<grid_for(n, 256), 256, 0, x.s>>>(x.scalars, x.index, n, c, x.windows, w, w + 1,
@@ -494,8 +496,8 @@ static void enqueue(const Ctx& x, const Variant& v, cudaEvent_t* marks) {
         switch (v.kind) {
             case K_DIRECT: break;
             case K_BINNED:
-                msm_bin_place<<<1u << wlb, PLACE_THREADS, 0, x.s>>>(x.temp, n, x.bin_cursor, c, w, v.log_bins, x.counts,
-                                                                    (u32)x.entries_len, x.entries);
+                msm_bin_place<<<1u << wlb, PLACE_THREADS, 4 * ((size_t)(1u << shift) + x.stage_cap), x.s>>>(
+                    x.temp, n, x.bin_cursor, c, w, v.log_bins, x.stage_cap, x.counts, (u32)x.entries_len, x.entries);
                 break;
             case K_STAGED:
             case K_DIGITS: {
@@ -764,13 +766,14 @@ static bool run_config(u32 log_n, bool equal, u64 seed, int reps, int full_windo
     CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     x.stage_max = (size_t)optin / 4;
     CK(cudaFuncSetAttribute(sh_place_staged<SH_PLACE_BATCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    CK(cudaFuncSetAttribute(msm_bin_place, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
 
     // staged and digits take 255-bit geometry (sh_window_bins); one staged run takes production's
     // 256, to show what the top window's bins do to the staging
     // and one bounds its phase A to 6 blocks of 256 an SM (40 registers) instead of 4
     const std::vector<Variant> variants = {
         {"direct", K_DIRECT, 0, 0, 4},
-        {"binned (production, L=9)", K_BINNED, BIN_LOG_MAX, 256, 4},
+        {"binned (production, staged, L=11)", K_BINNED, BIN_LOG_MAX, 255, 4},
         {"staged L=9", K_STAGED, 9, 255, 4},
         {"staged L=10", K_STAGED, 10, 255, 4},
         {"staged L=11", K_STAGED, 11, 255, 4},
@@ -805,7 +808,9 @@ static bool run_config(u32 log_n, bool equal, u64 seed, int reps, int full_windo
                 continue;
             }
         } else if (v.kind == K_BINNED) {
-            row.geometry = "2^9 bins";
+            u32 width_max;
+            x.stage_cap = stage_cap_for(x, v.log_bins, v.bits, width_max);
+            row.geometry = "2^11 bins, stage " + std::to_string(x.stage_cap) + " entries";
         } else {
             row.geometry = "a window a launch";
         }

@@ -11,8 +11,9 @@
 //     each bucket's end offset in the counts array ("ends"). Either msm_scatter_indexed (a
 //     returning global atomic per entry, several windows a launch) or the binned scatter
 //     (msm_bin_cursors, then msm_bin_scatter and msm_bin_place per window: coarse bins of
-//     buckets first, then the buckets within each bin by shared-memory cursors). The host
-//     takes the direct one, which measured faster; the binned one is a selectable comparison.
+//     buckets first, then the buckets within each bin by shared-memory cursors, staged in shared
+//     memory and written out coalesced). The host takes the direct one by default; the staged
+//     binned one is selectable until a GPU has measured it in production.
 //  5. msm_gX_buckets: the sorted entries are cut into equal chunks, one thread per chunk, so every
 //     thread does the same number of mixed additions whatever the bucket sizes. A thread writes
 //     each bucket that starts inside its chunk to the bucket array, and the partial sum of a bucket
@@ -135,50 +136,63 @@ extern "C" __global__ void msm_scatter_indexed(const fr_t* scalars, const u32* i
 // memory: window w's bucket b belongs to the coarse bin b >> shift, of 2^log_bins bins of
 // 2^shift buckets each (window_bins below; the host mirrors it, window_bin_geometry in
 // src/backend/cuda/msm.rs). The bins cover the buckets the window can use: 2^(c-1), except in
-// the top window, which has fewer bits of a 256-bit scalar (at c = 20 sixteen: buckets below
-// 2^16), so that its entries still spread over all bins instead of a sixteenth of them.
+// the top window, which has fewer bits of a canonical scalar (at c = 20 fifteen: buckets below
+// 2^15), so that its entries still spread over all bins instead of a sixteenth of them.
 //  A. msm_bin_scatter (a block per tile of BIN_TILE scalars): each entry takes its rank within its
 //     tile's bin from a shared counter; one returning global atomic per non-empty (tile, bin) on
 //     the bin's cursor reserves the run; the entry goes to temp[run + rank] with its bucket.
-//  B. msm_bin_place (a block per bin): the bin's buckets' offsets, loaded into shared memory,
-//     are its cursors; each of the bin's entries in temp is placed at entries[cursor++], and the
-//     cursors, now the buckets' ends, go back to counts.
+//  B. msm_bin_place (a block per bin), staged: the bin's buckets' offsets, loaded into shared
+//     memory, are its cursors; each of the bin's entries in temp takes a slot from its bucket's
+//     cursor in a shared-memory copy of the bin's part of the entries (the stage), which then
+//     goes out coalesced, and the cursors, now the buckets' ends, go back to counts. A bin larger
+//     than the stage writes each entry straight to its slot in the entries instead.
 // Its output is msm_scatter_indexed's: entries grouped by bucket, counts turned into ends (the
 // order within a bucket differs, which no sum depends on).
 //
-// Sizes. 512 bins a window at most (BIN_LOG_MAX): phase A's per-bin counters and run bases take
-// 4 KiB of shared memory and its tiles of 4096 scalars average 8 entries a bin when all bins are
-// in use, so a block makes at most one global atomic per 8 entries; phase B's 512 blocks of 512
-// threads fill an H100/H200-class GPU once. The bins' width follows: at c = 20 (2^19 buckets a
-// window, the widest the host picks) 1024 buckets, phase B's 4 KiB of shared cursors
-// (BIN_LOG_WIDTH_MAX).
+// Sizes. 2^11 bins a window at most (BIN_LOG_MAX): phase A's per-bin counters take 8 KiB of
+// shared memory and its tiles of 4096 scalars average 2 entries a bin when all bins are in use.
+// The bins are that many so that a bin of a 2^25-point pass (2^14 entries on average) fits a
+// block's stage (64 KiB and a margin); kernels/harness/scatter_harness.cu measured 2^9..2^11 and
+// 2^11 was the fastest. The bins' width follows: at c = 20 (2^19 buckets a window, the widest the
+// host picks) 256 buckets, phase B's 1 KiB of shared cursors (BIN_LOG_WIDTH_MAX).
 //
 // Invariants. temp holds one window's entries at positions relative to the window's first
 // offset counts[w·2^(c-1)] (a window has at most one entry per scalar, so fewer than n); the bin
 // cursors are relative the same way. Phase A must compute exactly the digits msm_digit_histogram
 // counted (window_digit and for_each_digit share signed_digit), or runs would overlap or leave
 // holes; bounds checks keep a broken invariant from writing outside temp, entries or shared
-// memory.
-#define BIN_LOG_MAX 9
-#define BIN_LOG_WIDTH_MAX 10
+// memory. The scalars are canonical (msm_prepare_compact), below r < 2^255: the top window's
+// bins rely on it (window_bins).
+#define BIN_LOG_MAX 11
+#define BIN_LOG_WIDTH_MAX 8
 #define BIN_THREADS 256
 #define BIN_PER_THREAD 16
 #define BIN_TILE (BIN_THREADS * BIN_PER_THREAD)
-// An entry's bucket and rank in its tile's bin share one word until its run is known.
+// Phase A's slot word until an entry's run is known: sign << 31 | bucket << BIN_RANK_BITS | rank
+// within its tile's bin. The bucket takes BIN_BUCKET_BITS (c <= 20). BIN_NO_SLOT never is a slot:
+// it would be a negative digit of |d| = 2^(c-1), and signed_digit makes a digit negative only
+// when |d| < 2^(c-1).
 #define BIN_RANK_BITS 12
+#define BIN_BUCKET_BITS 19
 #define BIN_NO_SLOT 0xffffffffu
 #define PLACE_THREADS 512
 // Entries a phase-B thread loads before it places them, so that several loads are in flight.
-#define PLACE_BATCH 4
+#define PLACE_BATCH 8
 static_assert(BIN_TILE <= (1 << BIN_RANK_BITS), "a rank within a tile's bin must fit BIN_RANK_BITS");
-static_assert(BIN_LOG_MAX + BIN_LOG_WIDTH_MAX + BIN_RANK_BITS <= 31, "(bucket, rank) must stay below BIN_NO_SLOT");
+static_assert(1 + BIN_BUCKET_BITS + BIN_RANK_BITS <= 32, "sign, bucket and rank must share a word");
+static_assert(BIN_LOG_MAX + BIN_LOG_WIDTH_MAX == BIN_BUCKET_BITS, "the widest window's bins: 2^19 buckets");
 
 // Window w's bins for c-bit windows, at most 2^max_log_bins of them: its digits have
-// used = min(c - 1, 256 - w·c) bits of bucket index (a top window of k < c bits has digits of
-// at most 2^k, never negative, so buckets below 2^k), split into 2^log_bins bins of 2^shift.
-// Needs w·c < 256, which every window of ⌈256/c⌉ meets.
+// used = min(c - 1, 255 - w·c) bits of bucket index, split into 2^log_bins bins of 2^shift.
+// A canonical scalar is below r < 2^255, so window w has at most 255 - w·c of its bits; in the
+// top window (w·c <= 255 < (w + 1)·c) that and the carry make a digit of at most 2^(255 - w·c),
+// never negative (255 - w·c < c), so a bucket below 2^(255 - w·c); every lower window has c
+// bits and buckets below 2^(c-1). At c = 20 the top window takes 15 bits where all 256 would
+// take 16, half of whose bins would stay empty and the other half hold twice a bin's share,
+// over the stage sized for the other windows. Needs w·c <= 255, which every window of ⌈256/c⌉
+// meets (w·c = 255 leaves one bin of one bucket: the carry).
 __device__ __forceinline__ void window_bins(u32 c, u32 w, u32 max_log_bins, u32& log_bins, u32& shift) {
-    const u32 used = min(c - 1, 256 - w * c);
+    const u32 used = min(c - 1, 255 - w * c);
     log_bins = min(used, max_log_bins);
     shift = used - log_bins;
 }
@@ -200,73 +214,86 @@ extern "C" __global__ void msm_bin_cursors(const u32* offsets, u32 c, u32 max_lo
 }
 
 // Phase A for window w: block g takes scalars [g·BIN_TILE, (g+1)·BIN_TILE) ∩ [0, n), which
-// thread t reads at g·BIN_TILE + j·BIN_THREADS + t (coalesced). Launched with BIN_THREADS
-// threads. After it, bin_cursor[w][k] is bin k's end (relative), which is where bin k + 1
-// starts.
+// thread t reads at g·BIN_TILE + j·BIN_THREADS + t (coalesced). A thread keeps one word a
+// scalar (the slot) and reads the point's index only once the runs are known, which leaves
+// fewer registers live. Launched with BIN_THREADS threads. After it, bin_cursor[w][k] is bin k's
+// end (relative), which is where bin k + 1 starts.
 extern "C" __global__ void __launch_bounds__(BIN_THREADS)
     msm_bin_scatter(const fr_t* scalars, const u32* index, u32 n, u32 c, u32 w, u32 max_log_bins, u32* bin_cursor,
                     u64* temp) {
-    __shared__ u32 tile_count[1 << BIN_LOG_MAX];
-    __shared__ u32 tile_base[1 << BIN_LOG_MAX];
+    __shared__ u32 tile[1 << BIN_LOG_MAX];  // the bins' counts in this tile, then their runs' bases
     u32 log_bins, shift;
     window_bins(c, w, max_log_bins, log_bins, shift);
+    if (max_log_bins > BIN_LOG_MAX || shift > BIN_LOG_WIDTH_MAX || c < 2 || c - 1 > BIN_BUCKET_BITS)
+        return;  // not a geometry the host makes
     const u32 bins = 1u << log_bins;
-    if (max_log_bins > BIN_LOG_MAX || shift > BIN_LOG_WIDTH_MAX) return;  // not a geometry the host makes
     u32* cursor = bin_cursor + (w << max_log_bins);
-    for (u32 k = threadIdx.x; k < bins; k += BIN_THREADS) tile_count[k] = 0;
+    for (u32 k = threadIdx.x; k < bins; k += BIN_THREADS) tile[k] = 0;
     __syncthreads();
     const u32 first = blockIdx.x * BIN_TILE;
-    // slot: bucket << BIN_RANK_BITS | rank, or BIN_NO_SLOT (past n, or a zero digit: no entry)
-    u32 entry[BIN_PER_THREAD], slot[BIN_PER_THREAD];
+    u32 slot[BIN_PER_THREAD];  // BIN_NO_SLOT: past n, or a zero digit (no entry)
 #pragma unroll
     for (int j = 0; j < BIN_PER_THREAD; j++) {
         const u32 i = first + j * BIN_THREADS + threadIdx.x;
         slot[j] = BIN_NO_SLOT;
-        entry[j] = 0;
-        if (i < n) {
-            bool neg;
-            const u32 d = window_digit(load_streaming(scalars + i), c, w, neg);
-            // d - 1 < 2^(log_bins + shift) (window_bins), so b >> shift is one of the bins
-            if (d && ((d - 1) >> shift) < bins) {
-                const u32 b = d - 1;
-                slot[j] = (b << BIN_RANK_BITS) | atomicAdd(&tile_count[b >> shift], 1u);
-                entry[j] = __ldcs(index + i) | (neg ? 0x80000000u : 0u);
-            }
+        if (i >= n) continue;
+        bool neg;
+        const u32 d = window_digit(load_streaming(scalars + i), c, w, neg);
+        // d - 1 < 2^(log_bins + shift) for a canonical scalar (window_bins), so b >> shift is
+        // one of the bins
+        if (d && ((d - 1) >> shift) < bins) {
+            const u32 b = d - 1;
+            slot[j] = (neg ? 0x80000000u : 0u) | (b << BIN_RANK_BITS) | atomicAdd(&tile[b >> shift], 1u);
         }
     }
     __syncthreads();
     for (u32 k = threadIdx.x; k < bins; k += BIN_THREADS) {
-        const u32 m = tile_count[k];
-        if (m) tile_base[k] = atomicAdd(&cursor[k], m);
+        const u32 m = tile[k];
+        tile[k] = m ? atomicAdd(&cursor[k], m) : 0;
     }
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < BIN_PER_THREAD; j++) {
         if (slot[j] == BIN_NO_SLOT) continue;
-        const u32 b = slot[j] >> BIN_RANK_BITS;
-        const u32 at = tile_base[b >> shift] + (slot[j] & ((1u << BIN_RANK_BITS) - 1));
-        if (at < n) temp[at] = ((u64)b << 32) | entry[j];
+        const u32 i = first + j * BIN_THREADS + threadIdx.x;
+        const u32 b = (slot[j] >> BIN_RANK_BITS) & ((1u << BIN_BUCKET_BITS) - 1);
+        const u32 at = tile[b >> shift] + (slot[j] & ((1u << BIN_RANK_BITS) - 1));
+        if (at < n) temp[at] = ((u64)b << 32) | __ldcs(index + i) | (slot[j] & 0x80000000u);
     }
 }
 
-// Phase B for window w: block k places bin k's entries, temp[bin k's start, bin k's end) (from
-// the bin cursors phase A advanced), and leaves its buckets' ends in counts. A bin may hold any
-// number of entries (equal scalars put all of them in one bucket): the block loops. Launched
-// with PLACE_THREADS threads and a block per bin of the window (window_bins); each block reads and writes only its own
-// buckets' counts, so blocks need no order among themselves.
+// Phase B for window w: block k takes bin k's entries temp[lo, hi) (from the bin cursors phase A
+// advanced). Its buckets occupy entries[base, base + m), base = its first bucket's offset and
+// m = hi - lo (the bin's buckets are consecutive and their counts sum to m: phase A placed
+// exactly the entries the histogram counted). Each entry takes a slot from its bucket's shared
+// cursor, relative to base, and is written to stage[slot] in shared memory; after a barrier the
+// block copies stage[0, m) to entries[base, base + m) with consecutive threads on consecutive
+// words, and writes its buckets' ends (cursor + base) to counts. A bin of more than stage_cap
+// entries (equal scalars put all of them in one bucket) keeps absolute cursors instead and
+// writes each entry straight to entries[cursor++]: any distribution sorts, the large bins only
+// without the coalescing.
+// Dynamic shared memory: 4·(2^shift + stage_cap) bytes, the window's bin width (window_bins)
+// then the stage; stage_cap 0 makes every block write directly. Launched with PLACE_THREADS
+// threads and a block per bin of the window; each block reads and writes only its own buckets'
+// counts, so blocks need no order among themselves.
 extern "C" __global__ void __launch_bounds__(PLACE_THREADS)
-    msm_bin_place(const u64* temp, u32 n, const u32* bin_cursor, u32 c, u32 w, u32 max_log_bins, u32* counts,
-                  u32 entries_len, u32* entries) {
-    __shared__ u32 cursor[1 << BIN_LOG_WIDTH_MAX];
+    msm_bin_place(const u64* temp, u32 n, const u32* bin_cursor, u32 c, u32 w, u32 max_log_bins, u32 stage_cap,
+                  u32* counts, u32 entries_len, u32* entries) {
+    extern __shared__ u32 bin_place_shared[];
     u32 log_bins, shift;
     window_bins(c, w, max_log_bins, log_bins, shift);
     const u32 k = blockIdx.x, width = 1u << shift;
     if (max_log_bins > BIN_LOG_MAX || shift > BIN_LOG_WIDTH_MAX || k >= (1u << log_bins)) return;
+    u32* cursor = bin_place_shared;
+    u32* stage = bin_place_shared + width;
     const u32 first_bucket = k << shift;
     u32* offsets = counts + (w << (c - 1)) + first_bucket;
-    for (u32 j = threadIdx.x; j < width; j += PLACE_THREADS) cursor[j] = offsets[j];
     const u32* ends = bin_cursor + (w << max_log_bins);
     const u32 lo = k ? ends[k - 1] : 0, hi = min(ends[k], n);
+    const u32 m = hi > lo ? hi - lo : 0;
+    const bool staged = m <= stage_cap;  // the same for every thread of the block
+    const u32 base = offsets[0];         // read by all before the barrier, after which counts change
+    for (u32 j = threadIdx.x; j < width; j += PLACE_THREADS) cursor[j] = staged ? offsets[j] - base : offsets[j];
     __syncthreads();
     for (u32 i0 = lo + threadIdx.x; i0 < hi; i0 += PLACE_BATCH * PLACE_THREADS) {
         u64 e[PLACE_BATCH];
@@ -280,12 +307,22 @@ extern "C" __global__ void __launch_bounds__(PLACE_THREADS)
             const u32 local = (u32)(e[u] >> 32) - first_bucket;
             if (i0 + u * PLACE_THREADS < hi && local < width) {
                 const u32 at = atomicAdd(&cursor[local], 1u);
-                if (at < entries_len) entries[at] = (u32)e[u];
+                if (staged) {
+                    if (at < m) stage[at] = (u32)e[u];
+                } else if (at < entries_len) {
+                    entries[at] = (u32)e[u];
+                }
             }
         }
     }
     __syncthreads();
-    for (u32 j = threadIdx.x; j < width; j += PLACE_THREADS) offsets[j] = cursor[j];
+    if (staged) {
+        for (u32 i = threadIdx.x; i < m; i += PLACE_THREADS)
+            if (base + i < entries_len) __stcs(entries + base + i, stage[i]);
+        for (u32 j = threadIdx.x; j < width; j += PLACE_THREADS) offsets[j] = cursor[j] + base;
+    } else {
+        for (u32 j = threadIdx.x; j < width; j += PLACE_THREADS) offsets[j] = cursor[j];
+    }
 }
 
 // ---- exclusive prefix sum over u32 (three launches: blocks, block totals, add back) ----

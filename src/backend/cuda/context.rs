@@ -759,8 +759,50 @@ impl GpuStream {
 
     /// Launches `name` with a 1-D geometry and the given arguments, in the kernel's order.
     pub(crate) fn launch(&self, name: &'static str, grid: u32, block: u32, args: &[KernelArg]) -> Result<()> {
+        self.launch_with_shared(name, grid, block, 0, args)
+    }
+
+    /// The most dynamic shared memory a block of any kernel without static shared memory may
+    /// take on this device, in bytes (the opt-in limit: 227 KiB on sm_90, 48 KiB without opting
+    /// in), for [`GpuStream::launch_with_shared`].
+    pub(crate) fn max_dynamic_shared_bytes(&self) -> Result<u32> {
+        let optin = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
+        let bytes = self.gpu.ctx.attribute(optin).map_err(self.err("query shared memory per block"))?;
+        Ok(bytes.max(0) as u32)
+    }
+
+    /// [`GpuStream::launch`] with `shared_bytes` of dynamic shared memory a block (the kernel's
+    /// `extern __shared__` array). Above the 48 KiB every kernel may take, the kernel is first
+    /// allowed the device's whole opt-in limit (less its static shared memory): always that
+    /// value, so that launches of one kernel from several streams, of different sizes, never
+    /// lower it under each other. More than the limit is an error, not a failed launch.
+    pub(crate) fn launch_with_shared(
+        &self,
+        name: &'static str,
+        grid: u32,
+        block: u32,
+        shared_bytes: u32,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        const DEFAULT_DYNAMIC_SHARED: u32 = 48 << 10;
         let f = self.gpu.function(name);
-        let cfg = LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        if shared_bytes > DEFAULT_DYNAMIC_SHARED {
+            let fixed = f.shared_size_bytes().map_err(self.err("query a kernel's shared memory"))?.max(0) as u32;
+            let allowed = self.max_dynamic_shared_bytes()?.saturating_sub(fixed);
+            if shared_bytes > allowed {
+                return Err(Error::Device {
+                    device: self.gpu.ordinal,
+                    operation: name,
+                    message: format!(
+                        "{shared_bytes} bytes of dynamic shared memory a block, past the {allowed} allowed"
+                    ),
+                });
+            }
+            let max_dynamic = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            f.set_attribute(max_dynamic, allowed as i32).map_err(self.err("allow dynamic shared memory"))?;
+        }
+        let cfg =
+            LaunchConfig { grid_dim: (grid.max(1), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: shared_bytes };
         let mut builder = self.inner.launch_builder(f);
         for arg in args {
             match arg {
@@ -773,7 +815,8 @@ impl GpuStream {
         // site in ntt.rs/msm.rs/sparse.rs mirrors its kernel's signature: pointers are 8-byte
         // device addresses, integers u32 or u64 as the kernel declares them), and the buffers
         // they address belong to this context and are kept alive by the caller until the
-        // stream has run the launch.
+        // stream has run the launch. Dynamic shared memory past the kernel's allowance fails the
+        // launch with an error (the driver checks it), never an access outside it.
         unsafe { builder.launch(cfg) }.map(|_| ()).map_err(self.err(name))
     }
 }

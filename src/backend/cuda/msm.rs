@@ -186,15 +186,18 @@ pub enum ScatterKind {
     /// A two-level counting sort, one window at a time (`msm_bin_scatter`, `msm_bin_place`):
     /// entries go to coarse bins of buckets (`bin_geometry`), reserving their runs with one
     /// global atomic per tile of scalars and bin, and are then placed within their bin by
-    /// shared-memory cursors. Needs a temporary array of 8 bytes per scalar.
+    /// shared-memory cursors into a shared-memory stage of the bin's part of the entries, which
+    /// is written out coalesced (a bin larger than the stage, `bin_stage_words`, writes each entry
+    /// directly). Needs a temporary array of 8 bytes per scalar.
     Binned,
 }
 
-/// log2 of the most coarse bins a window of the binned scatter has (BIN_LOG_MAX in msm.cu).
-const BIN_LOG_MAX: u32 = 9;
+/// log2 of the most coarse bins a window of the binned scatter has (BIN_LOG_MAX in msm.cu):
+/// enough that a bin of a 2^25-point pass fits phase B's stage (`bin_stage_words`).
+const BIN_LOG_MAX: u32 = 11;
 /// log2 of the most buckets a coarse bin may hold (BIN_LOG_WIDTH_MAX in msm.cu): phase B's
-/// shared cursors. 2^19 buckets (c = 20, the widest window) in 2^9 bins.
-const BIN_LOG_WIDTH_MAX: u32 = 10;
+/// shared cursors. 2^19 buckets (c = 20, the widest window) in 2^11 bins.
+const BIN_LOG_WIDTH_MAX: u32 = 8;
 /// Scalars per block of the binned scatter's phase A (BIN_TILE in msm.cu) and its threads.
 const BIN_TILE: usize = 4096;
 const BIN_THREADS: u32 = 256;
@@ -202,9 +205,10 @@ const BIN_THREADS: u32 = 256;
 const PLACE_THREADS: u32 = 512;
 
 /// The binned scatter's geometry for `c`-bit windows (2..=20): (log2 of the coarse bins a
-/// window, log2 of the buckets a bin). Window w's bucket b goes to bin b >> shift. At most 2^9
-/// bins, so that phase A's per-bin counters fit a block's shared memory and its tiles fill
-/// several entries a bin; the rest of the window's 2^(c-1) buckets divide among them.
+/// window, log2 of the buckets a bin). Window w's bucket b goes to bin b >> shift. At most 2^11
+/// bins: phase A's per-bin counters take 8 KiB of a block's shared memory and its tiles still
+/// fill two entries a bin, while a bin of a 2^25-point pass fits phase B's stage; the rest of
+/// the window's 2^(c-1) buckets divide among them.
 fn bin_geometry(c: u32) -> (u32, u32) {
     let log_buckets = c - 1;
     let log_bins = log_buckets.min(BIN_LOG_MAX);
@@ -212,22 +216,24 @@ fn bin_geometry(c: u32) -> (u32, u32) {
 }
 
 /// Window `w`'s bins for `c`-bit windows (window_bins in msm.cu): (log2 of its bins, log2 of
-/// the buckets a bin). They cover the buckets the window can use, min(c − 1, 256 − w·c) bits of
-/// them: a top window of k < c bits of a 256-bit scalar has digits of at most 2^k, never
-/// negative. The window's bin cursors still sit at a stride of [`bin_geometry`]'s bins.
+/// the buckets a bin). They cover the buckets the window can use, min(c − 1, 255 − w·c) bits of
+/// them: the scalars are canonical (`msm_prepare_compact`), below r < 2^255, so a top window
+/// of k < c of their bits has digits of at most 2^k, never negative. The window's bin cursors
+/// still sit at a stride of [`bin_geometry`]'s bins.
 fn window_bin_geometry(c: u32, w: u32) -> (u32, u32) {
-    let used = (c - 1).min(256 - w * c);
+    let used = (c - 1).min(255 - w * c);
     let log_bins = used.min(BIN_LOG_MAX);
     (log_bins, used - log_bins)
 }
 
 /// The scatter an MSM with `c`-bit windows takes by default: the direct one, at every window
-/// size. The binned sort was built to replace it and measured slower on an H200 at 2^24 and
-/// 2^26, random and bits, G1 and G2 (BENCHMARKS.md, "MSM sorting"): its second pass still writes
-/// each entry to a random place within a bin larger than the cache can merge, and both passes
-/// read every scalar once per window, as the direct scatter does. It stays selectable
+/// size. The binned sort was built to replace it; unstaged (2^9 bins, each entry written to a
+/// random place within its bin) it measured slower on an H200 at 2^24 and 2^26, random and
+/// bits, G1 and G2 (BENCHMARKS.md, "MSM sorting"). Its phase B now stages each bin in shared
+/// memory as the scatter harness did, where the whole sort took 0.68-0.71 of the direct
+/// scatter's time, but production has not measured it yet. It stays selectable
 /// ([`MsmOptions::scatter`]) so that the kernel bench times the two side by side and the GPU
-/// tests keep it correct, for the next attempt (kernels/NOTES.md says what it would change).
+/// tests keep it correct (kernels/NOTES.md, "Sort").
 pub fn scatter_kind_for(_c: u32) -> ScatterKind {
     ScatterKind::Direct
 }
@@ -240,6 +246,27 @@ fn binned_scatter_bytes(c: u32, n: u64) -> u64 {
     let windows = 256u64.div_ceil(c as u64);
     let (log_bins, _) = bin_geometry(c);
     8 * n + 4 * (windows << log_bins)
+}
+
+/// Words of the binned scatter's phase-B stage (`msm_bin_place`'s shared copy of a bin's part of
+/// the entries) for `n` scalars and `c`-bit windows, within `max_shared_bytes` of dynamic shared
+/// memory a block: a bin's mean share of a window's at most `n` entries (`n` over
+/// [`bin_geometry`]'s bins) and a margin far beyond the spread of random bins (a sixteenth and
+/// 512), rounded up to 256 words, beside the widest window's shared cursors. 0 (every block
+/// writes its entries directly) where even that does not fit: a stage most bins overflow would
+/// only cost occupancy. The kernel takes any value: a bin over the stage (equal scalars, the
+/// few bins of a narrow top window) writes directly in its own block, so the value decides
+/// speed, never correctness.
+fn bin_stage_words(c: u32, n: u64, max_shared_bytes: u32) -> u32 {
+    let (log_bins, log_width) = bin_geometry(c);
+    let mean = n >> log_bins;
+    let wanted = (mean + mean / 16 + 512).div_ceil(256) * 256;
+    let room = (max_shared_bytes as u64 / 4).saturating_sub(1 << log_width);
+    if wanted <= room {
+        wanted as u32
+    } else {
+        0
+    }
 }
 
 /// The bucket cursors one scatter launch advances at most, in bytes. Fewer than that stay in
@@ -902,8 +929,9 @@ impl GpuStream {
     /// nonzero canonical scalars sorted by bucket into `entries`, window by window, and
     /// `counts` (the scanned offsets of every window's buckets) turned into the buckets' ends,
     /// as the direct scatter leaves them. Each window runs phase A over tiles of [`BIN_TILE`]
-    /// scalars, then phase B with a block per bin; the bin cursors are set up for all windows
-    /// first, while `counts` still holds offsets.
+    /// scalars, then phase B with a block per bin and its stage in dynamic shared memory
+    /// ([`bin_stage_words`], beside the window's bin width of cursors); the bin cursors are set
+    /// up for all windows first, while `counts` still holds offsets.
     #[allow(clippy::too_many_arguments)]
     fn scatter_binned(
         &self,
@@ -915,8 +943,8 @@ impl GpuStream {
         counts: &GpuBuffer<u32>,
         entries: &GpuBuffer<u32>,
     ) -> Result<()> {
-        // 2^9 bins of at most 2^10 buckets (the kernels' shared arrays) cover windows of up to
-        // 20 bits, and the (bucket, rank) words of phase A hold buckets below 2^19
+        // 2^11 bins of at most 2^8 buckets (the kernels' shared arrays) cover windows of up to
+        // 20 bits, and the (sign, bucket, rank) words of phase A hold buckets below 2^19
         if !(2..=20).contains(&c) {
             return Err(Error::Device {
                 device: self.gpu().ordinal(),
@@ -945,6 +973,7 @@ impl GpuStream {
             ],
         )?;
         let tiles = n.div_ceil(BIN_TILE) as u32;
+        let stage = bin_stage_words(c, n as u64, self.max_dynamic_shared_bytes()?);
         for w in 0..windows as u32 {
             let args = [
                 KernelArg::Ptr(canon.ptr(self)),
@@ -964,12 +993,15 @@ impl GpuStream {
                 cu,
                 KernelArg::U32(w),
                 lb,
+                KernelArg::U32(stage),
                 KernelArg::Ptr(counts.ptr(self)),
                 KernelArg::U32(entries.len() as u32),
                 KernelArg::Ptr(entries.ptr(self)),
             ];
-            let (window_log_bins, _) = window_bin_geometry(c, w);
-            self.launch("msm_bin_place", 1 << window_log_bins, PLACE_THREADS, &args)?;
+            // the window's cursors, then the stage (msm_bin_place's dynamic shared memory)
+            let (window_log_bins, window_log_width) = window_bin_geometry(c, w);
+            let shared = 4 * ((1 << window_log_width) + stage);
+            self.launch_with_shared("msm_bin_place", 1 << window_log_bins, PLACE_THREADS, shared, &args)?;
         }
         Ok(())
     }
@@ -1196,26 +1228,31 @@ mod tests {
 
     /// The binned scatter's geometry fits the kernels' shared arrays (BIN_LOG_MAX bins, bins
     /// of at most 2^BIN_LOG_WIDTH_MAX buckets) and covers every bucket of every window size the
-    /// MSM takes; the default is the direct scatter, the measured faster one.
+    /// MSM takes; the default is the direct scatter, until production has measured the staged
+    /// binned one.
     #[test]
     fn the_bins_cover_every_window_within_the_kernels_arrays() {
         for c in 2..=20u32 {
             let (log_bins, log_width) = bin_geometry(c);
             assert_eq!(log_bins + log_width, c - 1, "c = {c}: the bins must cover the window's buckets");
             assert!(log_bins <= BIN_LOG_MAX && log_width <= BIN_LOG_WIDTH_MAX, "c = {c}: ({log_bins}, {log_width})");
-            assert_eq!(log_bins, (c - 1).min(9), "c = {c}: as many bins as allowed, up to 512");
-            assert_eq!(scatter_kind_for(c), ScatterKind::Direct, "c = {c}: the measured faster kind");
+            assert_eq!(log_bins, (c - 1).min(11), "c = {c}: as many bins as allowed, up to 2048");
+            assert_eq!(
+                scatter_kind_for(c),
+                ScatterKind::Direct,
+                "c = {c}: the default until the staged one is measured"
+            );
         }
-        assert_eq!(bin_geometry(20), (9, 10), "c = 20: 512 bins of 1024 buckets");
-        assert_eq!(bin_geometry(16), (9, 6));
+        assert_eq!(bin_geometry(20), (11, 8), "c = 20: 2048 bins of 256 buckets");
+        assert_eq!(bin_geometry(16), (11, 4));
         assert_eq!(bin_geometry(2), (1, 0), "c = 2: two buckets, a bin each");
         assert_eq!(BIN_TILE, 16 * BIN_THREADS as usize, "BIN_TILE = BIN_THREADS · BIN_PER_THREAD in msm.cu");
     }
 
-    /// Every window's bins hold every bucket its signed digits reach, for any 256-bit integer
-    /// (the digits' recurrence of msm.cu, run here on limbs), within the window's stride of
-    /// bin cursors; and the top window at c = 20 spreads over all 512 bins, not the 32 that
-    /// 2^15 buckets of 1024 a bin would fill.
+    /// Every window's bins hold every bucket its signed digits reach, for any integer below
+    /// 2^255 (canonical scalars are below r; the digits' recurrence of msm.cu, run here on
+    /// limbs), within the window's stride of bin cursors; and the top window at c = 20 spreads
+    /// over all 2048 bins, not the 128 that 2^15 buckets of 256 a bin would fill.
     #[test]
     fn each_window_s_bins_hold_every_bucket_its_digits_reach() {
         use rand::{Rng, SeedableRng};
@@ -1226,8 +1263,11 @@ mod tests {
                 .sum()
         }
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(rand::random());
-        let mut scalars: Vec<[u64; 4]> = (0..2000).map(|_| [rng.gen(), rng.gen(), rng.gen(), rng.gen()]).collect();
-        scalars.extend([[u64::MAX; 4], [0, 0, 0, 1 << 63], [u64::MAX, u64::MAX, u64::MAX, u64::MAX >> 1]]);
+        let mut scalars: Vec<[u64; 4]> =
+            (0..2000).map(|_| [rng.gen(), rng.gen(), rng.gen(), rng.gen::<u64>() >> 1]).collect();
+        // 2^255 - 1, r - 1 and 2^254
+        let r_minus_1 = [0xffff_ffff_0000_0000, 0x53bd_a402_fffe_5bfe, 0x3339_d808_09a1_d805, 0x73ed_a753_299d_7d48];
+        scalars.extend([[u64::MAX, u64::MAX, u64::MAX, u64::MAX >> 1], r_minus_1, [0, 0, 0, 1 << 62]]);
         for c in 2..=20u32 {
             let windows = 256u32.div_ceil(c);
             let (stride, _) = bin_geometry(c);
@@ -1247,8 +1287,33 @@ mod tests {
                 assert!(reach[w as usize] <= covered, "c = {c}, w = {w}: digit {} past {covered}", reach[w as usize]);
             }
         }
-        assert_eq!(window_bin_geometry(20, 12), (9, 7), "c = 20's top window: 2^16 buckets in 512 bins");
+        assert_eq!(window_bin_geometry(20, 12), (11, 4), "c = 20's top window: 2^15 buckets in 2048 bins");
         assert_eq!(window_bin_geometry(20, 11), bin_geometry(20));
+        assert_eq!(window_bin_geometry(17, 15), (0, 0), "15·17 = 255: only the carry, bucket 0");
+    }
+
+    /// Phase B's stage holds a bin of a 2^25-point pass at c = 20 with the margin, and the
+    /// window's cursors beside it, within an sm_90 block's opt-in shared memory; it is 0 (every
+    /// block writes directly) where a bin's mean does not fit, and never more than the room.
+    #[test]
+    fn the_stage_holds_a_bin_s_share_within_a_block_s_shared_memory() {
+        const SM90_OPTIN: u32 = 227 << 10;
+        let stage = bin_stage_words(20, 1 << 25, SM90_OPTIN);
+        assert_eq!(stage, 17920, "2^14 entries a bin on average, a sixteenth and 512 more");
+        assert!(4 * (stage + (1 << 8)) <= SM90_OPTIN);
+        assert_eq!(bin_stage_words(20, 1 << 25, 48 << 10), 0, "a 2^25 pass's bins do not fit 48 KiB");
+        assert_eq!(bin_stage_words(20, 1 << 28, SM90_OPTIN), 0, "2^17 entries a bin fit no block");
+        assert_eq!(bin_stage_words(20, 1000, SM90_OPTIN), 512, "fewer scalars than bins: the margin alone");
+        for c in 2..=20u32 {
+            let (log_bins, log_width) = bin_geometry(c);
+            for log_n in 0..=28u32 {
+                for max in [48 << 10, SM90_OPTIN] {
+                    let stage = bin_stage_words(c, 1 << log_n, max) as u64;
+                    assert!(4 * (stage + (1 << log_width)) <= max as u64 || stage == 0, "c = {c}, 2^{log_n}");
+                    assert!(stage == 0 || stage >= (1u64 << log_n) >> log_bins, "c = {c}, 2^{log_n}: under the mean");
+                }
+            }
+        }
     }
 
     /// What one list of `n` scalars allocates at once in the worst case (every scalar of the pass
