@@ -13,13 +13,14 @@
 # then copy into .gpu/: tests/cuda_kernels-*, tests/soak-*, cuda_kernels_bench (the bench
 # executable), snarkpipe-vs-supraseal; strip; pack (tar czf .gpu-z/b.tgz .gpu), carry .gpu-z and
 # unpack first (tar xzf .gpu-z/b.tgz).
-# Env: STEPS (default "tests bench race affine soak"; also "partition": PART_LOG, PART_N), SOAK (partitions, default 10000),
+# Env: STEPS (default "tests bench race affine soak"; also "partition": PART_LOG, PART_N, PART_BINS
+# (binaries under .gpu/, default snarkpipe), PART_ROUNDS), SOAK (partitions, default 10000),
 # BENCH_LOGS (MSM sizes of the kernel bench, default "24 26"), BENCH_PARTS (default g1,g2),
 # RACE_LOGS (default 24,26,27), BA_CURVE and BA_G2_LOG (the batch-affine harness's curves and
 # largest G2 size, kernels/harness/batch_affine_harness.cu),
 # and a cap in seconds per step: TEST_CAP, BENCH_CAP, RACE_CAP, AFFINE_CAP, SOAK_CAP.
 # Writes under $OUT: gpu.txt, tests.log, bench-*.log (with bench-*.md), race.txt/race.json/
-# race.log, batch-affine.txt, partition.json/partition.log, soak.log, packed at the end into $OUT/results.tgz. Exits nonzero
+# race.log, batch-affine.txt, partition-BIN-ROUND.json/.log, soak.log, packed at the end into $OUT/results.tgz. Exits nonzero
 # if a step failed.
 set -u
 out=${OUT:-out}; mkdir -p "$out"
@@ -54,13 +55,21 @@ for step in ${STEPS:-tests bench race affine soak}; do
       OUT=$out timeout "${AFFINE_CAP:-200}" .gpu/batch-affine/batch_affine.sh >/dev/null 2>&1
       rc=$?; grep -E '^(==|\| XYZZ|\| grid|\| coalesced|check|stress)' "$out/batch-affine.txt" | head -60
       step_done affine $rc ;;
-    partition) # a stream of partitions with a random witness, whose B MSM on G2 takes the
-      # batch-affine bucket phase by default (c = 20 from 2^23 points); every proof verified
-      SNARKPIPE_MSM_PHASES=1 timeout "${PART_CAP:-240}" .gpu/snarkpipe bench --backend cuda --json --staging copy \
-        --devices 0 --keys setup --witness random --log-n "${PART_LOG:-24}" --partitions "${PART_N:-12}" \
-        --workers 2 --in-flight 3 >"$out/partition.json" 2>"$out/partition.log"
-      rc=$?; grep "msm phases" "$out/partition.log" | grep "c=20" | tail -4; tail -c 600 "$out/partition.json"; echo
-      step_done partition $rc ;;
+    partition) # a stream of partitions with a random witness (G2's B MSM at c = 20 from 2^23
+      # points), every proof verified; each binary of PART_BINS in turn (variants of one commit
+      # built with different defaults), PART_ROUNDS times, alternating
+      for round in $(seq "${PART_ROUNDS:-1}"); do
+        for bin in ${PART_BINS:-snarkpipe}; do
+          tag=$bin-$round
+          SNARKPIPE_MSM_PHASES=1 timeout "${PART_CAP:-240}" ".gpu/$bin" bench --backend cuda --json --staging copy \
+            --devices 0 --keys setup --witness random --log-n "${PART_LOG:-24}" --partitions "${PART_N:-12}" \
+            --workers 2 --in-flight 3 >"$out/partition-$tag.json" 2>"$out/partition-$tag.log"
+          rc=$?; echo "-- $tag"; grep "msm phases" "$out/partition-$tag.log" | grep "c=20" | tail -2
+          python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in ("seconds_per_partition","steady_state","verified","failed") if k in d})' \
+            "$out/partition-$tag.json" 2>/dev/null || tail -c 400 "$out/partition-$tag.json"; echo
+          step_done "partition $tag" $rc
+        done
+      done ;;
     soak) # the CPU backend on 16 cores; the test re-runs itself with mimalloc's purge delay at 0
       SNARKPIPE_SOAK_PARTITIONS=${SOAK:-10000} timeout "${SOAK_CAP:-240}" .gpu/tests/soak-* --nocapture \
         >"$out/soak.log" 2>&1
