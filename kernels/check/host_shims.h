@@ -11,6 +11,8 @@ using std::min;
 #define __noinline__
 #define __launch_bounds__(...)
 #define __shared__ static
+// msm.cu's dynamic shared memory: a placeholder, for kernels the host builds compile but never run
+#define DYNAMIC_SHARED_U32(name) static u32 name[1]
 struct ba_dim3 { unsigned x, y, z; };
 static const ba_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 struct uint4 { unsigned x, y, z, w; };

@@ -176,6 +176,12 @@ extern "C" __global__ void msm_scatter_indexed(const fr_t* scalars, const u32* i
 #define BIN_BUCKET_BITS 19
 #define BIN_NO_SLOT 0xffffffffu
 #define PLACE_THREADS 512
+// A block's dynamic shared memory as an array of u32. The host builds (kernels/check/host_shims.h)
+// define their own: plain C++ has no unsized extern array to give it, and they never run
+// msm_bin_place.
+#ifndef DYNAMIC_SHARED_U32
+#define DYNAMIC_SHARED_U32(name) extern __shared__ u32 name[]
+#endif
 // Entries a phase-B thread loads before it places them, so that several loads are in flight.
 #define PLACE_BATCH 8
 static_assert(BIN_TILE <= (1 << BIN_RANK_BITS), "a rank within a tile's bin must fit BIN_RANK_BITS");
@@ -279,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(BIN_THREADS)
 extern "C" __global__ void __launch_bounds__(PLACE_THREADS)
     msm_bin_place(const u64* temp, u32 n, const u32* bin_cursor, u32 c, u32 w, u32 max_log_bins, u32 stage_cap,
                   u32* counts, u32 entries_len, u32* entries) {
-    extern __shared__ u32 bin_place_shared[];
+    DYNAMIC_SHARED_U32(bin_place_shared);
     u32 log_bins, shift;
     window_bins(c, w, max_log_bins, log_bins, shift);
     const u32 k = blockIdx.x, width = 1u << shift;
