@@ -5,8 +5,9 @@
 //! `#include "..."` headers inlined, is embedded too, so that without nvcc the backend compiles
 //! it at run time with NVRTC. A missing nvcc is a warning unless SNARKPIPE_REQUIRE_NVCC=1 (CI).
 //!
-//! It also generates the daemon's gRPC code from proto/snarkpipe.proto, parsed by protox (pure
-//! Rust), so no system `protoc` is needed.
+//! It also generates the daemon's gRPC code from proto/snarkpipe.proto (its own service) and
+//! proto/cuzk.proto (the contract Curio speaks), parsed by protox (pure Rust), so no system
+//! `protoc` is needed.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::{env, fs};
@@ -59,11 +60,11 @@ fn main() {
     compile_proto();
 }
 
-/// The daemon's messages, server and client (`snarkpipe.v1.rs` in OUT_DIR).
+/// The daemon's messages, servers and clients (`snarkpipe.v1.rs` and `cuzk.v1.rs` in OUT_DIR).
 fn compile_proto() {
     println!("cargo:rerun-if-changed=proto");
-    let descriptors =
-        protox::compile(["snarkpipe.proto"], ["proto"]).unwrap_or_else(|e| panic!("proto/snarkpipe.proto: {e}"));
+    let descriptors = protox::compile(["snarkpipe.proto", "cuzk.proto"], ["proto"])
+        .unwrap_or_else(|e| panic!("proto/snarkpipe.proto or proto/cuzk.proto: {e}"));
     tonic_build::configure()
         .build_server(true)
         .build_client(true)

@@ -15,6 +15,7 @@
 //!
 //! It sits on top: it uses the prover and the Filecoin module, and nothing uses it.
 
+pub mod cuzk;
 pub mod jobs;
 pub mod metrics;
 pub mod restart;
@@ -26,6 +27,12 @@ pub mod worker;
 #[allow(clippy::all, missing_docs)]
 pub mod pb {
     tonic::include_proto!("snarkpipe.v1");
+}
+
+/// The code tonic generates from proto/cuzk.proto: the contract Curio speaks ([`cuzk`]).
+#[allow(clippy::all, missing_docs)]
+pub mod cuzk_pb {
+    tonic::include_proto!("cuzk.v1");
 }
 
 pub use serve::{serve, ServeArgs, ShutdownSummary};

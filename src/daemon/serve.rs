@@ -202,6 +202,8 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     // Room above the vanilla limit for the request's other fields: a blob just over the limit
     // gets this daemon's message, not the transport's.
     let max_message = args.max_vanilla_bytes.saturating_add(1 << 20);
+    // Curio's door (cuzk.v1) on the same socket, jobs and prover; it takes base64 C1 envelopes.
+    let cuzk = super::cuzk::CuzkDoor::server(daemon.clone(), args.max_vanilla_bytes);
     let service = ProvingServiceServer::new(daemon).max_decoding_message_size(max_message);
     let table_for_signal = table.clone();
     let broken_gpu = match args.restart_when_broken {
@@ -221,7 +223,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
             };
             let _ = done_tx.send(ended);
         };
-        let router = tonic::transport::Server::builder().add_service(service);
+        let router = tonic::transport::Server::builder().add_service(service).add_service(cuzk);
         let served = match &listen {
             Listen::Unix(path) => {
                 clear_stale_socket(path)?;

@@ -17,9 +17,18 @@ pub struct ProveArgs {
     /// The proof kind the vanilla file must hold.
     #[arg(long, value_enum)]
     pub kind: ProofKind,
-    /// The vanilla-proof job (JSON; see `snarkpipe::filecoin::vanilla`).
+    /// The vanilla-proof job (JSON; see `snarkpipe::filecoin::vanilla`). For `--kind porep` it may
+    /// also be what a node holds: filecoin-ffi's C1 output (with `--miner-id` and
+    /// `--sector-number`) or lotus-bench's and Curio's envelope around it (with `--miner-id`).
     #[arg(long)]
     pub vanilla: PathBuf,
+    /// The miner's actor id (1000 for f01000), for a node's C1 output: the prover id is its ID
+    /// address's payload.
+    #[arg(long)]
+    pub miner_id: Option<u64>,
+    /// The sector number, for filecoin-ffi's C1 output (the envelope carries its own).
+    #[arg(long)]
+    pub sector_number: Option<u64>,
     /// The node's parameter directory (`FIL_PROOFS_PARAMETER_CACHE`): `.params` and `.vk`
     /// files by their filecoin-proofs names. Nothing is downloaded.
     #[arg(long)]
@@ -56,7 +65,7 @@ pub struct ProveReport {
 pub fn prove(args: &ProveArgs) -> Result<ProveReport> {
     // filecoin-proofs reads its settings once: point them at the directory first.
     let params_dir = params::use_parameter_dir(&args.params_dir)?;
-    let job = VanillaRequest::read(&args.vanilla)?;
+    let job = read_job(args)?;
     job.expect_kind(args.kind, &args.vanilla)?;
     let prover = Prover::new(ProverConfig { backend: args.backend, ..ProverConfig::default() })?;
     let check = if args.check_points { PointCheck::Checked } else { PointCheck::Unchecked };
@@ -73,6 +82,57 @@ pub fn prove(args: &ProveArgs) -> Result<ProveReport> {
         verified: true,
         seconds: proven.timings,
     })
+}
+
+/// The job `--vanilla` names: snarkpipe's job file, or for PoRep a node's C1 output or its
+/// envelope, told apart by their keys.
+fn read_job(args: &ProveArgs) -> Result<VanillaRequest> {
+    use super::node_formats::{porep_input_format, porep_job_from_envelope, porep_job_from_ffi_c1, PorepInput};
+    let path = &args.vanilla;
+    let refuse = |reason: String| Error::Vanilla { path: path.display().to_string(), reason };
+    let bytes = std::fs::read(path).map_err(|e| refuse(format!("cannot read it: {e}")))?;
+    let format = match porep_input_format(&bytes) {
+        Ok(format) => format,
+        // Not JSON at all (truncated, garbled): the job file's reader says what is wrong.
+        Err(_) if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() => PorepInput::SnarkpipeJob,
+        // JSON of none of the PoRep inputs: named by the keys it has.
+        Err(e) if args.kind == ProofKind::Porep => return Err(refuse(e.to_string())),
+        Err(_) => PorepInput::SnarkpipeJob,
+    };
+    if format != PorepInput::SnarkpipeJob && args.kind != ProofKind::Porep {
+        return Err(refuse(format!(
+            "it holds a node's PoRep C1 output ({}), not a {} job",
+            if format == PorepInput::Envelope { "lotus-bench's envelope" } else { "filecoin-ffi's JSON" },
+            args.kind
+        )));
+    }
+    let miner_id = || {
+        args.miner_id.ok_or_else(|| {
+            refuse("a node's C1 output is proven for a miner: give --miner-id (1000 for f01000)".to_string())
+        })
+    };
+    let porep = match format {
+        PorepInput::SnarkpipeJob => {
+            let text = String::from_utf8(bytes).map_err(|e| refuse(format!("it is not UTF-8 JSON: {e}")))?;
+            return VanillaRequest::parse(&text).map_err(refuse);
+        }
+        PorepInput::FfiC1 => {
+            let sector = args.sector_number.ok_or_else(|| {
+                refuse("filecoin-ffi's C1 output does not name its sector: give --sector-number".to_string())
+            })?;
+            porep_job_from_ffi_c1(&bytes, miner_id()?, sector)
+        }
+        PorepInput::Envelope => porep_job_from_envelope(&bytes, miner_id()?),
+    }
+    .map_err(|e| refuse(e.to_string()))?;
+    if let Some(sector) = args.sector_number.filter(|s| *s != porep.sector_number) {
+        return Err(refuse(format!(
+            "--sector-number is {sector} but the envelope is of sector {}",
+            porep.sector_number
+        )));
+    }
+    tracing::info!(proof = ?porep.proof, sector = porep.sector_number, "a node's C1 output");
+    Ok(porep.job)
 }
 
 /// The summary `snarkpipe prove` prints.

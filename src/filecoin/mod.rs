@@ -16,6 +16,7 @@
 pub mod cli;
 pub mod engine;
 pub mod fixtures;
+pub mod node_formats;
 pub mod params;
 pub mod vanilla;
 
