@@ -72,8 +72,8 @@ fn main() {
         Command::Serve(args) => snarkpipe::daemon::serve(&args).map(|summary| {
             // The last line a supervisor sees: what the shutdown finished and cancelled.
             println!(
-                "snarkpipe serve: shut down in {:.1} s; finished {:?}; cancelled {:?}",
-                summary.seconds, summary.finished, summary.cancelled
+                "snarkpipe serve: shut down in {:.1} s; finished {:?}; cancelled {:?}; still running {:?}",
+                summary.seconds, summary.finished, summary.cancelled, summary.unfinished
             );
             true
         }),

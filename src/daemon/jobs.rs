@@ -8,6 +8,14 @@
 //!   one exception: a running job whose GPU broke goes back to queued, to be carried into the
 //!   restarted daemon ([`JobTable::requeue`], [`JobTable::take_for_restart`]). Its watch channel
 //!   always holds its latest view, so an awaiter that subscribes late misses nothing;
+//! - once the carry is taken, every job not ended is carried, running ones included (a job
+//!   loading its key cannot be stopped mid-load; the exec ends it): nothing is requeued into a
+//!   table that no process will read again, so no awaiter waits on a job neither carried nor
+//!   ended;
+//! - an idempotency key whose job failed or was cancelled names no result: submitted again,
+//!   it starts a new job (nodes retry with the same key); one whose job succeeded returns it;
+//! - [`JobTable::release_awaiters`] ends every wait on this table's jobs: the process is
+//!   going away, and a wait must not hold the gRPC server's graceful end;
 //! - locks are taken in one order: the table's state, then a job's inner state or its view
 //!   (`finish` updates views under the table's lock); so nothing that holds a view (a
 //!   `wait_for` condition) may take the table's lock;
@@ -78,7 +86,8 @@ pub struct CarriedJob {
     pub digest: [u8; 32],
     pub priority: Priority,
     pub submitted_at_ms: u64,
-    pub request: VanillaRequest,
+    /// Shared with the worker while the job runs, so that a running job can be carried.
+    pub request: Arc<VanillaRequest>,
 }
 
 /// One proof job.
@@ -92,6 +101,9 @@ pub struct Job {
     digest: [u8; 32],
     /// Its place among jobs of its priority (older first), kept when it is requeued.
     order: u64,
+    /// The bytes of its vanilla proof as submitted, counted against the queue's byte bound
+    /// while it waits.
+    vanilla_bytes: u64,
     submitted: Instant,
     view: watch::Sender<JobView>,
     inner: Mutex<JobInner>,
@@ -99,8 +111,10 @@ pub struct Job {
 
 #[derive(Default)]
 struct JobInner {
-    /// Taken by the worker that runs the job.
-    request: Option<VanillaRequest>,
+    /// The request while queued: taken by the worker that runs the job.
+    request: Option<Arc<VanillaRequest>>,
+    /// The request while running: what the restart carries if the job does not stop.
+    running: Option<Arc<VanillaRequest>>,
     /// The pipeline request, once the worker has submitted it: what a cancel stops.
     handle: Option<ProofHandle>,
     /// Why the job was asked to stop, once it was.
@@ -121,9 +135,11 @@ impl Job {
 
     /// Records the pipeline request of a running job; a cancel asked for before it existed
     /// takes effect on it now.
+    /// An interrupt (the restart) asked for before it existed likewise: a job that was still
+    /// loading its key or synthesizing its first partition sees it here.
     pub fn attach(&self, handle: &ProofHandle) {
         let mut inner = self.inner.lock();
-        if inner.cancelled.is_some() {
+        if inner.cancelled.is_some() || inner.interrupted {
             handle.cancel();
         }
         inner.handle = Some(handle.clone());
@@ -167,11 +183,19 @@ pub struct JobLimits {
     /// Finished jobs kept for `AwaitProof` and idempotent resubmits.
     pub keep_finished: usize,
     pub keep_for: Duration,
+    /// Bytes of vanilla proofs that may wait for a worker together (a queue of 4096 PoRep
+    /// blobs of tens of MB would be hundreds of GB); a submit beyond it is refused.
+    pub max_queued_bytes: u64,
 }
 
 impl Default for JobLimits {
     fn default() -> Self {
-        JobLimits { max_queued: 4096, keep_finished: 10_000, keep_for: Duration::from_secs(3600) }
+        JobLimits {
+            max_queued: 4096,
+            keep_finished: 10_000,
+            keep_for: Duration::from_secs(3600),
+            max_queued_bytes: 8 << 30,
+        }
     }
 }
 
@@ -184,6 +208,11 @@ pub enum SubmitRefused {
     },
     QueueFull {
         max: usize,
+    },
+    /// The queued vanilla proofs together would pass the byte bound.
+    QueueBytesFull {
+        max: u64,
+        queued: u64,
     },
     ShuttingDown,
     /// A GPU broke and the daemon is restarting itself to have it back.
@@ -237,6 +266,8 @@ pub struct JobTable {
     state: Mutex<TableState>,
     /// Signalled when a job is queued or the table closes (the workers wait on it).
     work: Condvar,
+    /// True once the process is going away: every wait on a job ends ([`JobTable::release_awaiters`]).
+    released: watch::Sender<bool>,
 }
 
 #[derive(Default)]
@@ -250,8 +281,12 @@ struct TableState {
     finished: VecDeque<(Instant, String)>,
     next: u64,
     queued: usize,
+    /// Vanilla bytes of the queued jobs.
+    queued_bytes: u64,
     running: usize,
     closing: bool,
+    /// The restart's carry was taken: the jobs not ended are the next process's.
+    carry_taken: bool,
     /// Set when a restart is pending: submits are refused with it and no job is handed out.
     restarting: Option<String>,
     counters: Counters,
@@ -272,7 +307,13 @@ fn priority_index(p: Priority) -> usize {
 
 impl JobTable {
     pub fn new(instance: String, limits: JobLimits) -> JobTable {
-        JobTable { instance, limits, state: Mutex::new(TableState::default()), work: Condvar::new() }
+        JobTable {
+            instance,
+            limits,
+            state: Mutex::new(TableState::default()),
+            work: Condvar::new(),
+            released: watch::Sender::new(false),
+        }
     }
 
     /// Queues `request` under `key`, or returns the job the key already names.
@@ -283,13 +324,31 @@ impl JobTable {
         priority: Priority,
         request: VanillaRequest,
     ) -> Result<Submitted, SubmitRefused> {
+        self.submit_sized(key, digest, priority, request, 0)
+    }
+
+    /// [`JobTable::submit`] for a request whose vanilla proof had `vanilla_bytes` bytes,
+    /// counted against [`JobLimits::max_queued_bytes`] while it waits.
+    pub fn submit_sized(
+        &self,
+        key: &str,
+        digest: [u8; 32],
+        priority: Priority,
+        request: VanillaRequest,
+        vanilla_bytes: u64,
+    ) -> Result<Submitted, SubmitRefused> {
         let mut state = self.state.lock();
         self.prune(&mut state);
         if let Some(job) = state.by_key.get(key).and_then(|id| state.jobs.get(id)) {
-            if job.digest != digest {
-                return Err(SubmitRefused::KeyReused { job: job.id.clone() });
+            // A job that failed or was cancelled holds no result: the same key again is a retry,
+            // and a retry gets a new job (below). One live or succeeded answers for the key.
+            let ended_without_proof = matches!(job.view.borrow().state, JobState::Failed | JobState::Cancelled);
+            if !ended_without_proof {
+                if job.digest != digest {
+                    return Err(SubmitRefused::KeyReused { job: job.id.clone() });
+                }
+                return Ok(Submitted { job: job.clone(), existing: true });
             }
-            return Ok(Submitted { job: job.clone(), existing: true });
         }
         if let Some(why) = &state.restarting {
             return Err(SubmitRefused::Restarting { why: why.clone() });
@@ -300,15 +359,33 @@ impl JobTable {
         if state.queued >= self.limits.max_queued {
             return Err(SubmitRefused::QueueFull { max: self.limits.max_queued });
         }
+        // One blob larger than the whole bound is still taken into an empty queue: the
+        // per-request limit (--max-vanilla-bytes) is what refuses it.
+        if state.queued > 0 && state.queued_bytes.saturating_add(vanilla_bytes) > self.limits.max_queued_bytes {
+            return Err(SubmitRefused::QueueBytesFull {
+                max: self.limits.max_queued_bytes,
+                queued: state.queued_bytes,
+            });
+        }
         let seq = state.next;
         let id = format!("{}-{seq}", self.instance);
         let job = self.insert(
             &mut state,
-            CarriedJob { id, key: key.to_string(), digest, priority, submitted_at_ms: unix_ms(), request },
+            CarriedJob {
+                id,
+                key: key.to_string(),
+                digest,
+                priority,
+                submitted_at_ms: unix_ms(),
+                request: Arc::new(request),
+            },
+            vanilla_bytes,
         );
         state.counters.submitted += 1;
         drop(state);
-        self.work.notify_one();
+        // Every worker looks: one reserved for urgent work must not swallow the only wakeup
+        // of a normal job (see [`JobTable::next_job_at_least`]).
+        self.work.notify_all();
         Ok(Submitted { job, existing: false })
     }
 
@@ -317,13 +394,13 @@ impl JobTable {
     /// queue: it was within the bound when it was accepted.
     pub fn resume(&self, carried: CarriedJob) -> Arc<Job> {
         let mut state = self.state.lock();
-        let job = self.insert(&mut state, carried);
+        let job = self.insert(&mut state, carried, 0);
         drop(state);
-        self.work.notify_one();
+        self.work.notify_all();
         job
     }
 
-    fn insert(&self, state: &mut TableState, carried: CarriedJob) -> Arc<Job> {
+    fn insert(&self, state: &mut TableState, carried: CarriedJob, vanilla_bytes: u64) -> Arc<Job> {
         let CarriedJob { id, key, digest, priority, submitted_at_ms, request } = carried;
         let order = state.next;
         state.next += 1;
@@ -352,6 +429,7 @@ impl JobTable {
             sector_size: request.sector_size(),
             digest,
             order,
+            vanilla_bytes,
             submitted: now.checked_sub(waited).unwrap_or(now),
             view: watch::Sender::new(view),
             inner: Mutex::new(JobInner { request: Some(request), ..JobInner::default() }),
@@ -361,6 +439,7 @@ impl JobTable {
         state.key_of.insert(id.clone(), key);
         state.queue.push((priority, Reverse(order), id));
         state.queued += 1;
+        state.queued_bytes += vanilla_bytes;
         job
     }
 
@@ -383,19 +462,33 @@ impl JobTable {
 
     /// The next job to run, the most urgent first; blocks while there is none. None once the
     /// table is closed and its queue empty: the worker then exits.
-    pub fn next_job(&self) -> Option<(Arc<Job>, VanillaRequest)> {
+    pub fn next_job(&self) -> Option<(Arc<Job>, Arc<VanillaRequest>)> {
+        self.next_job_at_least(Priority::Low)
+    }
+
+    /// [`JobTable::next_job`] for a worker kept for urgent work: it takes only jobs of
+    /// `at_least` this priority, so that such a job never waits for a worker while normal
+    /// work holds all the others. The queue is a heap by priority: its top is the most urgent
+    /// job, so a worker that finds the top below its floor has nothing to take.
+    pub fn next_job_at_least(&self, at_least: Priority) -> Option<(Arc<Job>, Arc<VanillaRequest>)> {
         let mut state = self.state.lock();
         loop {
             // A pending restart hands out nothing: what is queued goes to the next process.
             while state.restarting.is_none() {
+                match state.queue.peek() {
+                    Some((priority, _, _)) if *priority >= at_least => {}
+                    _ => break,
+                }
                 let Some((_, _, id)) = state.queue.pop() else { break };
                 let Some(job) = state.jobs.get(&id).cloned() else { continue };
                 let mut inner = job.inner.lock();
                 // A job cancelled while queued is already final; it only leaves the heap here.
                 let Some(request) = inner.request.take() else { continue };
                 inner.started = Some(Instant::now());
+                inner.running = Some(request.clone());
                 drop(inner);
                 state.queued -= 1;
+                state.queued_bytes = state.queued_bytes.saturating_sub(job.vanilla_bytes);
                 state.running += 1;
                 job.update(|v| {
                     v.state = JobState::Running;
@@ -411,11 +504,20 @@ impl JobTable {
     }
 
     /// Records how a running job ended. A failure after a cancel was asked for is the cancel.
+    /// A job already carried into the next process is that process's to end: its view here
+    /// stays as the carry left it.
     pub fn finish(&self, job: &Job, outcome: Outcome) {
         let cancelled = job.cancel_reason();
-        job.inner.lock().handle = None;
+        {
+            let mut inner = job.inner.lock();
+            inner.handle = None;
+            inner.running = None;
+        }
         let mut state = self.state.lock();
         state.running -= 1;
+        if job.view.borrow().carried {
+            return;
+        }
         let end = match outcome {
             Outcome::Proven { proof, partitions, timings } => {
                 state.counters.completed += 1;
@@ -452,7 +554,7 @@ impl JobTable {
     /// Puts a running job back in the queue with its request: not its own failure, the GPU it
     /// ran on broke (or the restart interrupted it), so the restarted daemon proves it. A job a
     /// client asked to stop ends cancelled instead.
-    pub fn requeue(&self, job: &Job, request: VanillaRequest, why: &str) {
+    pub fn requeue(&self, job: &Job, request: Arc<VanillaRequest>, why: &str) {
         let mut state = self.state.lock();
         let mut inner = job.inner.lock();
         // Checked under the table's lock, which a cancel takes too: a cancel cannot slip in
@@ -462,13 +564,23 @@ impl JobTable {
             drop(state);
             return self.finish(job, Outcome::Failed(why.to_string()));
         }
-        inner.request = Some(request);
         inner.handle = None;
+        inner.running = None;
+        if job.view.borrow().carried || state.carry_taken {
+            // The carry has been taken: the job went with it (it ran when the carry was
+            // taken), and no process reads this queue again. Requeued here, it would be neither
+            // carried nor ended, and its awaiters would wait for ever.
+            drop(inner);
+            state.running -= 1;
+            return;
+        }
+        inner.request = Some(request);
         inner.started = None;
         inner.interrupted = false;
         drop(inner);
         state.running -= 1;
         state.queued += 1;
+        state.queued_bytes += job.vanilla_bytes;
         state.queue.push((job.priority, Reverse(job.order), job.id.clone()));
         job.update(|v| {
             v.state = JobState::Queued;
@@ -477,7 +589,7 @@ impl JobTable {
             v.requeued = true;
         });
         drop(state);
-        self.work.notify_one();
+        self.work.notify_all();
     }
 
     /// Asks a job to stop: a queued one ends cancelled at once, a running one stops at its
@@ -506,6 +618,7 @@ impl JobTable {
             // Still queued: it never runs (the heap entry is skipped when popped).
             drop(inner);
             state.queued -= 1;
+            state.queued_bytes = state.queued_bytes.saturating_sub(job.vanilla_bytes);
             state.counters.cancelled += 1;
             job.update(|v| {
                 v.state = JobState::Cancelled;
@@ -529,9 +642,9 @@ impl JobTable {
         self.work.notify_all();
     }
 
-    /// Stops a running job for the restart: its pipeline request is cancelled, and the
-    /// worker requeues it when it fails ([`Job::is_interrupted`]). A queued or ended job is
-    /// left alone.
+    /// Stops a running job for the restart: its pipeline request is cancelled (now, or when
+    /// the worker submits it: [`Job::attach`]), and the worker requeues it when it fails
+    /// ([`Job::is_interrupted`]). A queued or ended job is left alone.
     pub fn interrupt(&self, job: &Job) {
         let mut inner = job.inner.lock();
         if inner.request.is_some() || job.view.borrow().state.is_final() {
@@ -543,28 +656,58 @@ impl JobTable {
         }
     }
 
-    /// The queued jobs, in the order they would run, with their requests: what the restarted
-    /// daemon queues again ([`JobTable::resume`]). Each leaves this table's queue (its view
-    /// stays queued, for an awaiter of this process until it exits).
+    /// The jobs not ended, in the order they would run, with their requests: what the
+    /// restarted daemon queues again ([`JobTable::resume`]). The queued ones leave this
+    /// table's queue; the ones still running (an interrupt that did not take: a key still
+    /// loading) are carried too, and whatever they do here from now on changes nothing
+    /// ([`JobTable::finish`], [`JobTable::requeue`]). Each view is marked carried, which ends
+    /// its awaiters' waits in this process.
     pub fn take_for_restart(&self) -> Vec<CarriedJob> {
         let mut state = self.state.lock();
-        let mut carried = Vec::new();
+        state.carry_taken = true;
+        let mut taken = Vec::new();
         while let Some((_, _, id)) = state.queue.pop() {
             let Some(job) = state.jobs.get(&id).cloned() else { continue };
             let Some(request) = job.inner.lock().request.take() else { continue };
             state.queued -= 1;
-            job.update(|v| v.carried = true);
-            let key = state.key_of.get(&id).cloned().unwrap_or_default();
-            carried.push(CarriedJob {
-                id,
-                key,
-                digest: job.digest,
-                priority: job.priority,
-                submitted_at_ms: job.view.borrow().submitted_at_ms,
-                request,
-            });
+            state.queued_bytes = state.queued_bytes.saturating_sub(job.vanilla_bytes);
+            taken.push((job, request));
         }
-        carried
+        let running: Vec<Arc<Job>> =
+            state.jobs.values().filter(|j| !j.view.borrow().state.is_final()).cloned().collect();
+        for job in running {
+            let request = job.inner.lock().running.clone();
+            if let Some(request) = request {
+                taken.push((job, request));
+            }
+        }
+        taken.sort_by_key(|(job, _)| (Reverse(job.priority), job.order));
+        taken
+            .into_iter()
+            .map(|(job, request)| {
+                job.update(|v| v.carried = true);
+                CarriedJob {
+                    id: job.id.clone(),
+                    key: state.key_of.get(&job.id).cloned().unwrap_or_default(),
+                    digest: job.digest,
+                    priority: job.priority,
+                    submitted_at_ms: job.view.borrow().submitted_at_ms,
+                    request,
+                }
+            })
+            .collect()
+    }
+
+    /// Ends every wait on this table's jobs, those to come included ([`JobTable::released`]):
+    /// the process is going away, and what has not ended by now ends with it (or was carried).
+    pub fn release_awaiters(&self) {
+        self.released.send_replace(true);
+    }
+
+    /// Becomes true when [`JobTable::release_awaiters`] is called: an awaiter selects on it
+    /// beside its job's view.
+    pub fn released(&self) -> watch::Receiver<bool> {
+        self.released.subscribe()
     }
 
     /// Refuses new jobs from now on and wakes the workers, which exit once the queue is empty.
@@ -808,5 +951,108 @@ mod tests {
         // The queued job is still handed out; then the workers are told to stop.
         assert!(jobs.next_job().is_some());
         assert!(jobs.next_job().is_none());
+    }
+
+    #[test]
+    fn a_key_whose_job_failed_or_was_cancelled_starts_a_new_job_and_a_succeeded_one_answers() {
+        let jobs = table(JobLimits::default());
+        let failed = jobs.submit("f", [1; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let (running, _) = jobs.next_job().unwrap();
+        jobs.finish(&running, Outcome::Failed("the GPU ran out of memory".into()));
+        let retry = jobs.submit("f", [1; 32], Priority::Normal, request("window-post")).unwrap();
+        assert!(!retry.existing && retry.job.id != failed.id, "a retry of a failed job got the failure back");
+        assert_eq!(retry.job.view().state, JobState::Queued);
+        // The old job is still found by its id, as it ended.
+        assert_eq!(jobs.get(&failed.id).unwrap().view().state, JobState::Failed);
+
+        let cancelled = jobs.submit("c", [2; 32], Priority::Normal, request("window-post")).unwrap().job;
+        assert_eq!(jobs.cancel(&cancelled, "stop"), JobState::Cancelled);
+        let retry = jobs.submit("c", [2; 32], Priority::Normal, request("window-post")).unwrap();
+        assert!(!retry.existing && retry.job.id != cancelled.id);
+
+        // The twin: a succeeded job answers for its key, and another request under it is refused.
+        let jobs = table(JobLimits::default());
+        let done = jobs.submit("s", [3; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let (running, _) = jobs.next_job().unwrap();
+        jobs.finish(&running, Outcome::Proven { proof: vec![7], partitions: 1, timings: ProofTimings::default() });
+        let again = jobs.submit("s", [3; 32], Priority::Normal, request("window-post")).unwrap();
+        assert!(again.existing && again.job.id == done.id && &*again.job.view().proof == [7]);
+        let other = jobs.submit("s", [4; 32], Priority::Normal, request("window-post")).err();
+        assert_eq!(other, Some(SubmitRefused::KeyReused { job: done.id.clone() }));
+    }
+
+    #[test]
+    fn a_job_still_running_when_the_carry_is_taken_is_carried_and_never_requeued_here() {
+        let jobs = table(JobLimits::default());
+        let slow = jobs.submit("slow", [1; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let queued = jobs.submit("q", [2; 32], Priority::Critical, request("winning-post")).unwrap().job;
+        let (running, request_critical) = jobs.next_job_at_least(Priority::Normal).unwrap();
+        assert_eq!(running.id, queued.id);
+        let (running_slow, request_slow) = jobs.next_job().unwrap();
+        assert_eq!(running_slow.id, slow.id);
+        jobs.hold_for_restart("GPU 0 broke");
+        jobs.requeue(&running, request_critical, "GPU 0 broke");
+        // The slow job is still loading its key: the interrupt is only a flag for now.
+        jobs.interrupt(&slow);
+        assert!(slow.is_interrupted());
+        let mut watch = slow.subscribe();
+        let carried = jobs.take_for_restart();
+        let ids: Vec<_> = carried.iter().map(|j| j.id.clone()).collect();
+        assert_eq!(ids, [queued.id.clone(), slow.id.clone()], "the job that did not stop was left behind");
+        assert!(watch.has_changed().unwrap() && watch.borrow_and_update().carried);
+        // Its worker comes back late: the job is not queued again here, nor ended.
+        jobs.requeue(&running_slow, request_slow, "interrupted by the daemon's restart");
+        assert!(jobs.take_for_restart().is_empty(), "a job was queued again after the carry");
+        assert_eq!(jobs.queue_counts().running, 0);
+        assert!(slow.view().carried && slow.view().state == JobState::Running);
+        // The twin: before the carry, a requeue does queue it again.
+        let jobs = table(JobLimits::default());
+        jobs.submit("a", [1; 32], Priority::Normal, request("window-post")).unwrap();
+        let (running, request_a) = jobs.next_job().unwrap();
+        jobs.requeue(&running, request_a, "GPU 0 broke");
+        assert_eq!(jobs.queue_counts().queued[2], 1);
+    }
+
+    #[test]
+    fn released_awaiters_see_it_even_when_they_subscribe_later() {
+        let jobs = table(JobLimits::default());
+        let early = jobs.released();
+        assert!(!*early.borrow());
+        jobs.release_awaiters();
+        assert!(*early.borrow() && *jobs.released().borrow());
+    }
+
+    #[test]
+    fn the_bytes_of_queued_vanilla_proofs_are_bounded() {
+        let jobs = table(JobLimits { max_queued_bytes: 100, ..JobLimits::default() });
+        // One blob over the bound still goes into an empty queue (the per-request limit is
+        // what refuses a blob on its own).
+        jobs.submit_sized("big", [1; 32], Priority::Normal, request("window-post"), 150).unwrap();
+        let refused = jobs.submit_sized("b", [2; 32], Priority::Normal, request("window-post"), 1).err();
+        assert_eq!(refused, Some(SubmitRefused::QueueBytesFull { max: 100, queued: 150 }));
+        let (running, _) = jobs.next_job().unwrap();
+        let c = jobs.submit_sized("c", [3; 32], Priority::Normal, request("window-post"), 60).unwrap().job;
+        let refused = jobs.submit_sized("d", [4; 32], Priority::Normal, request("window-post"), 41).err();
+        assert_eq!(refused, Some(SubmitRefused::QueueBytesFull { max: 100, queued: 60 }));
+        jobs.submit_sized("e", [5; 32], Priority::Normal, request("window-post"), 40).unwrap();
+        // A cancel gives its bytes back.
+        let f = jobs.submit("f", [6; 32], Priority::Normal, request("window-post")).unwrap().job;
+        jobs.cancel(&f, "stop");
+        jobs.cancel(&c, "stop");
+        jobs.submit_sized("g", [7; 32], Priority::Normal, request("window-post"), 60).unwrap();
+        jobs.finish(&running, Outcome::Failed("x".into()));
+    }
+
+    #[test]
+    fn a_reserved_worker_takes_only_urgent_jobs() {
+        let jobs = table(JobLimits::default());
+        let normal = jobs.submit("n", [1; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let critical = jobs.submit("c", [2; 32], Priority::Critical, request("winning-post")).unwrap().job;
+        assert_eq!(jobs.next_job_at_least(Priority::High).unwrap().0.id, critical.id);
+        // Only normal work is left: a closed table sends the reserved worker away without it,
+        // and a general worker still takes it.
+        jobs.close();
+        assert!(jobs.next_job_at_least(Priority::High).is_none());
+        assert_eq!(jobs.next_job().unwrap().0.id, normal.id);
     }
 }

@@ -169,7 +169,7 @@ pub fn read_carry(dir: &Path) -> Result<Vec<CarriedJob>> {
             .ok()
             .and_then(|d| d.try_into().ok())
             .ok_or_else(|| bad(format!("job {}: digest {:?} is not 32 bytes of hex", entry.id, entry.digest)))?;
-        let request = VanillaRequest::read(&dir.join(&entry.file))?;
+        let request = std::sync::Arc::new(VanillaRequest::read(&dir.join(&entry.file))?);
         jobs.push(CarriedJob {
             id: entry.id,
             key: entry.key,
@@ -223,7 +223,7 @@ mod tests {
                 digest: [7; 32],
                 priority: Priority::Critical,
                 submitted_at_ms: 123,
-                request: request("winning-post", 1),
+                request: request("winning-post", 1).into(),
             },
             CarriedJob {
                 id: "aaaa-1".into(),
@@ -231,7 +231,7 @@ mod tests {
                 digest: [9; 32],
                 priority: Priority::Low,
                 submitted_at_ms: 45,
-                request: request("window-post", 2),
+                request: request("window-post", 2).into(),
             },
         ];
         let dir = write_carry(parent.path(), jobs).unwrap();
@@ -258,7 +258,7 @@ mod tests {
                 digest: [1; 32],
                 priority: Priority::Normal,
                 submitted_at_ms: 1,
-                request: request("window-post", 3),
+                request: request("window-post", 3).into(),
             }],
         )
         .unwrap();

@@ -15,7 +15,7 @@ use super::jobs::{CarriedJob, Job, JobLimits, JobState, JobTable};
 use super::pb::proving_service_server::ProvingServiceServer;
 use super::restart::{self, RestartPolicy, Restarts};
 use super::service::ProvingDaemon;
-use super::worker::{start_workers, SrsTable, Workshop};
+use super::worker::{start_workers_with_reserve, SrsTable, Workshop};
 use crate::backend::{BackendKind, DeviceSelection};
 use crate::filecoin::params::use_parameter_dir;
 use crate::filecoin::KeyName;
@@ -50,6 +50,15 @@ pub struct ServeArgs {
     /// Jobs that may wait for a worker; a submit beyond it is refused.
     #[arg(long, default_value_t = JobLimits::default().max_queued)]
     pub max_queued: usize,
+    /// Bytes of vanilla proofs that may wait for a worker together; a submit beyond it is
+    /// refused (the count bound alone would let 4096 queued PoRep blobs hold hundreds of GB).
+    #[arg(long, default_value_t = JobLimits::default().max_queued_bytes)]
+    pub max_queued_bytes: u64,
+    /// Workers kept for high and critical jobs (Window and Winning PoSt), beside the
+    /// `--concurrent-jobs` that take any: such a job starts at once even while PoReps hold
+    /// every other worker (default: one per device).
+    #[arg(long)]
+    pub urgent_workers: Option<usize>,
     /// Finished jobs kept for AwaitProof and idempotent resubmits, by count and by age.
     #[arg(long, default_value_t = JobLimits::default().keep_finished)]
     pub keep_finished: usize,
@@ -60,7 +69,8 @@ pub struct ServeArgs {
     /// the CPU backend (`snarkpipe::prover::default_stage_timeout`).
     #[arg(long)]
     pub stage_timeout_secs: Option<u64>,
-    /// On SIGTERM, how long running jobs may take to finish before they are cancelled.
+    /// On SIGTERM, how long running jobs may take to finish before they are cancelled. The
+    /// whole shutdown takes at most [`shutdown_bound`] of it.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_secs: u64,
     /// Keys loaded from the parameter directory and made resident on the devices before the
@@ -107,10 +117,17 @@ fn parse_listen(args: &ServeArgs) -> Result<Listen> {
 }
 
 /// A socket file left by a daemon that was killed is removed; one that a live daemon serves
-/// on is not taken over.
+/// on is not taken over, and a path that is not a socket at all (a mistyped `--listen` that
+/// names a file of the node's) is never deleted.
 fn clear_stale_socket(path: &Path) -> Result<()> {
-    if !path.exists() {
-        return Ok(());
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    if !meta.file_type().is_socket() {
+        return Err(Error::Config(format!(
+            "--listen unix:{} names an existing path that is not a socket; it is left alone: give the daemon a \
+             path of its own",
+            path.display()
+        )));
     }
     if std::os::unix::net::UnixStream::connect(path).is_ok() {
         return Err(Error::Config(format!("another process already serves on {}", path.display())));
@@ -119,13 +136,66 @@ fn clear_stale_socket(path: &Path) -> Result<()> {
     std::fs::remove_file(path).map_err(|e| Error::io(format!("removing the stale socket {}", path.display()), e))
 }
 
+/// The mode of the daemon's Unix socket: owner and group read and write, as the sample unit
+/// promises (clients are put in the daemon's group), others nothing.
+pub const SOCKET_MODE: u32 = 0o660;
+
+/// Removes the temporary files a matrices writer killed mid-write left in `dir` (each named
+/// for its process, so a restart never overwrites the last one's; of a large key, gigabytes
+/// each). Only those of processes that no longer run, or of this PID (a restart's exec keeps
+/// it): another process may be writing its own beside them now. Returns the paths removed.
+pub fn remove_stale_matrices_temporaries(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let own = std::process::id();
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        // `<params>.snarkpipe-matrices.<pid>.tmp`: see `ConstraintMatrices::write_file`.
+        let Some(pid) = name
+            .strip_suffix(".tmp")
+            .and_then(|rest| rest.rsplit_once(".snarkpipe-matrices."))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let gone = pid == own || !Path::new(&format!("/proc/{pid}")).exists();
+        if gone && entry.file_type().is_ok_and(|t| t.is_file()) && std::fs::remove_file(entry.path()).is_ok() {
+            tracing::warn!(path = %entry.path().display(), "removed the matrices a killed writer left half-written");
+            removed.push(entry.path());
+        }
+    }
+    removed
+}
+
+/// How long the prover's own shutdown may wait for its partitions, twice over (drain, then
+/// the stuck ones): the jobs were already stopped by [`drain`], so this is for a hung device.
+const PROVER_STOP: Duration = Duration::from_secs(10);
+/// How long the workers get to return once their jobs ended or were given up: a worker
+/// still loading a key (which nothing can stop mid-read) is left to the process's exit.
+const WORKERS_STOP: Duration = Duration::from_secs(5);
+/// How long calls still in flight when the server stops get to finish (a PreloadSRS
+/// loading a key) before the server is dropped with them.
+const CALLS_STOP: Duration = Duration::from_secs(5);
+
+/// The longest a SIGTERM's shutdown takes with `--shutdown-grace-secs` `grace`: the grace for
+/// the running jobs, as long again for a cancel to take, the calls, the workers and the
+/// prover's stop. A supervisor's stop timeout (systemd's `TimeoutStopSec`) must exceed it.
+pub fn shutdown_bound(grace: Duration) -> Duration {
+    2 * grace + CALLS_STOP + WORKERS_STOP + 2 * PROVER_STOP + Duration::from_secs(5)
+}
+
 /// What the shutdown did, as `serve` reports it.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct ShutdownSummary {
     /// Jobs running at the signal that finished within the grace.
     pub finished: Vec<String>,
-    /// Jobs cancelled by the shutdown: queued ones, and running ones past the grace.
+    /// Jobs cancelled by the shutdown: queued ones, and running ones past the grace whose
+    /// cancel took.
     pub cancelled: Vec<String>,
+    /// Jobs still running when the shutdown gave up on them (a cancel that did not take
+    /// within a second grace: a key still loading): they end with the process.
+    pub unfinished: Vec<String>,
     pub seconds: f64,
 }
 
@@ -149,6 +219,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         backend: args.backend,
         devices: args.devices.clone(),
         stage_timeout: args.stage_timeout_secs.map(Duration::from_secs),
+        shutdown_timeout: PROVER_STOP,
         ..ProverConfig::default()
     };
     let prover = Arc::new(match restart::drill_from_env() {
@@ -164,7 +235,9 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         max_queued: args.max_queued,
         keep_finished: args.keep_finished,
         keep_for: Duration::from_secs(args.keep_finished_secs),
+        max_queued_bytes: args.max_queued_bytes,
     };
+    remove_stale_matrices_temporaries(&params_dir);
     let table = Arc::new(JobTable::new(instance.clone(), limits));
     resume_carried(&table, restarts)?;
     let srs = Arc::new(SrsTable::default());
@@ -176,7 +249,11 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         restart: RestartPolicy { enabled: args.restart_when_broken, restarts, process_started },
     });
     let shop_policy = shop.restart;
-    let workers = start_workers(shop, args.concurrent_jobs.unwrap_or(2 * prover.device_count().max(1)));
+    let workers = start_workers_with_reserve(
+        shop,
+        args.concurrent_jobs.unwrap_or(2 * prover.device_count().max(1)),
+        args.urgent_workers.unwrap_or(prover.device_count().max(1)),
+    );
     let preloaded =
         preload_keys(&prover, &params_dir, &srs, &args.preload).and_then(|()| preload(&table, &args.preload_job));
     if let Err(err) = preloaded {
@@ -199,6 +276,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         .build()
         .map_err(|e| Error::io("starting the gRPC runtime", e))?;
     let grace = Duration::from_secs(args.shutdown_grace_secs);
+    tracing::info!(bound_seconds = shutdown_bound(grace).as_secs(), "a SIGTERM's shutdown takes at most this long");
     // Room above the vanilla limit for the request's other fields: a blob just over the limit
     // gets this daemon's message, not the transport's.
     let max_message = args.max_vanilla_bytes.saturating_add(1 << 20);
@@ -224,28 +302,59 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
             let _ = done_tx.send(ended);
         };
         let router = tonic::transport::Server::builder().add_service(service).add_service(cuzk);
+        let mut done_rx = done_rx;
+        // Once the shutdown (or the restart's carry) is through, the calls still in flight get
+        // CALLS_STOP, and the server is dropped with what is left: its graceful end waits for
+        // every call, and no call may hold the process (every await was released already).
+        let bounded = |server: std::pin::Pin<
+            Box<dyn std::future::Future<Output = std::result::Result<(), tonic::transport::Error>> + Send>,
+        >| async move {
+            let mut server = server;
+            tokio::select! {
+                served = &mut server => served.map(|()| None),
+                ended = &mut done_rx => {
+                    if tokio::time::timeout(CALLS_STOP, &mut server).await.is_err() {
+                        tracing::warn!("calls still in flight after the shutdown: dropped with the server");
+                    }
+                    Ok(ended.ok())
+                }
+            }
+            .map(|ended| (ended, done_rx))
+        };
         let served = match &listen {
             Listen::Unix(path) => {
                 clear_stale_socket(path)?;
                 let listener = tokio::net::UnixListener::bind(path)
                     .map_err(|e| Error::io(format!("binding the socket {}", path.display()), e))?;
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
+                        .map_err(|e| Error::io(format!("setting the mode of the socket {}", path.display()), e))?;
+                }
                 announce(&format!("unix:{}", path.display()), &instance);
-                router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown).await
+                bounded(Box::pin(router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)))
+                    .await
             }
             Listen::Tcp(addr) => {
                 let listener =
                     tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::io(format!("binding {addr}"), e))?;
                 let bound = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
                 announce(&bound.to_string(), &instance);
-                router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown).await
+                bounded(Box::pin(router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown))).await
             }
         };
-        served.map_err(|e| Error::Config(format!("the gRPC server failed: {e}")))?;
+        let (ended, done_rx) = served.map_err(|e| Error::Config(format!("the gRPC server failed: {e}")))?;
         if let Listen::Unix(path) = &listen {
             let _ = std::fs::remove_file(path);
         }
-        Ok::<_, Error>(done_rx.await.unwrap_or(Ended::Signal(ShutdownSummary::default())))
+        let ended = match ended {
+            Some(ended) => Some(ended),
+            None => done_rx.await.ok(),
+        };
+        Ok::<_, Error>(ended.unwrap_or(Ended::Signal(ShutdownSummary::default())))
     });
+    // Handlers still on the blocking pool (a key's load) are not waited for.
+    runtime.shutdown_background();
     let summary = match served {
         Ok(Ended::Restart { why, carried }) => {
             return restart_now(&table, &prover, workers, restarts, process_started, &why, carried)
@@ -254,14 +363,32 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         Err(err) => Err(err),
     };
     // Whatever ended the server (a signal, or a listener that failed), the workers stop once
-    // the queue is empty; after a signal it already is.
+    // the queue is empty; after a signal it already is, and their jobs ended or were given up.
     table.close();
-    for worker in workers {
-        let _ = worker.join();
-    }
+    join_within(workers, WORKERS_STOP);
     let report = prover.shutdown(Shutdown::Cancel);
     tracing::info!(?report, "the prover has stopped");
     summary
+}
+
+/// Joins the workers that return within `within`; one still in a job that did not stop (a
+/// key still loading) is left to the process's exit.
+fn join_within(workers: Vec<std::thread::JoinHandle<()>>, within: Duration) {
+    let (done_tx, done_rx) = crossbeam_channel::unbounded();
+    let count = workers.len();
+    for worker in workers {
+        let done_tx = done_tx.clone();
+        // A watcher per worker reports its end; the watchers of stuck workers end with the process.
+        let _ = std::thread::Builder::new().name("daemon-worker-join".into()).spawn(move || {
+            let _ = worker.join();
+            let _ = done_tx.send(());
+        });
+    }
+    let deadline = Instant::now() + within;
+    let joined = (0..count).take_while(|_| done_rx.recv_deadline(deadline).is_ok()).count();
+    if joined < count {
+        tracing::warn!(stuck = count - joined, "workers still in a job at the exit: left to it");
+    }
 }
 
 /// Queues the jobs an earlier run of this daemon carried over its restart, if it did. The
@@ -335,9 +462,12 @@ async fn carry_for_restart(table: &JobTable, why: &str, grace: Duration) -> Vec<
     }
     wait_until_not_running(late, grace).await;
     for job in table.running() {
-        tracing::error!(job = %job.id, "a job neither ended nor stopped for the restart: it is lost with this process");
+        tracing::warn!(job = %job.id, "a job did not stop for the restart (its key still loading?): carried as it is");
     }
-    table.take_for_restart()
+    let carried = table.take_for_restart();
+    // Every job not ended is carried: its awaiters here are told to await it after the restart.
+    table.release_awaiters();
+    carried
 }
 
 /// Waits, `within` for all together, until none of `jobs` is running any more.
@@ -370,8 +500,8 @@ fn restart_now(
     let ids: Vec<String> = carried.iter().map(|j| j.id.clone()).collect();
     let carry = restart::write_carry(&std::env::temp_dir(), carried)?;
     table.close();
-    // Workers end with their jobs; one stuck in a job that ignored its interrupt is left to
-    // the exec, which ends every thread.
+    // Workers end with their jobs; one stuck in a job that did not stop (a key still loading)
+    // is left to the exec, which ends every thread.
     for worker in workers {
         if worker.is_finished() {
             let _ = worker.join();
@@ -494,11 +624,89 @@ async fn drain(table: &JobTable, grace: Duration) -> ShutdownSummary {
         match job.view().state {
             JobState::Cancelled => summary.cancelled.push(job.id.clone()),
             JobState::Succeeded | JobState::Failed => summary.finished.push(job.id.clone()),
-            // A cancel that never took: the prover's own shutdown gives it up next.
-            JobState::Queued | JobState::Running => summary.cancelled.push(job.id.clone()),
+            // A cancel that has not taken (a key still loading, which nothing stops mid-read):
+            // the job still runs, and ends with the process; reported as it is.
+            JobState::Queued | JobState::Running => summary.unfinished.push(job.id.clone()),
         }
     }
+    // Whoever still awaits a job that did not end is told now: the server ends only once
+    // every call has.
+    table.release_awaiters();
     summary.seconds = started.elapsed().as_secs_f64();
-    tracing::info!(finished = ?summary.finished, cancelled = ?summary.cancelled, "jobs at shutdown");
+    tracing::info!(
+        finished = ?summary.finished,
+        cancelled = ?summary.cancelled,
+        unfinished = ?summary.unfinished,
+        "jobs at shutdown"
+    );
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// systemd escalates to SIGKILL after `TimeoutStopSec`: the sample unit must give the
+    /// daemon longer than its own bound for the grace the unit sets, or a stop kills jobs
+    /// that the shutdown would have finished or reported.
+    #[test]
+    fn the_sample_unit_waits_longer_than_the_shutdown_takes() {
+        let unit = include_str!("../../docs/snarkpipe.service");
+        let value = |name: &str| -> u64 {
+            let at = unit.find(name).unwrap_or_else(|| panic!("the sample unit has no {name}"));
+            let digits: String = unit[at + name.len()..]
+                .chars()
+                .skip_while(|c| !c.is_ascii_digit())
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().unwrap()
+        };
+        let grace = Duration::from_secs(value("--shutdown-grace-secs"));
+        let stop = Duration::from_secs(value("TimeoutStopSec="));
+        assert!(
+            stop > shutdown_bound(grace),
+            "TimeoutStopSec {stop:?} <= the shutdown's bound {:?}",
+            shutdown_bound(grace)
+        );
+        // The twin: the unit's old setting (90 s for a 60 s grace) was too short.
+        assert!(Duration::from_secs(90) <= shutdown_bound(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn stale_matrices_temporaries_go_and_a_live_writers_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"half").unwrap();
+            path
+        };
+        // No process has this PID (above any pid_max); PID 1 always runs.
+        let dead = file("v28-porep.params.snarkpipe-matrices.4294967295.tmp");
+        let own = file(&format!("v28-porep.params.snarkpipe-matrices.{}.tmp", std::process::id()));
+        let live = file("v28-porep.params.snarkpipe-matrices.1.tmp");
+        let finished = file("v28-porep.params.snarkpipe-matrices");
+        let other = file("notes.4294967295.tmp");
+        let mut removed = remove_stale_matrices_temporaries(dir.path());
+        removed.sort();
+        let mut expected = vec![dead.clone(), own.clone()];
+        expected.sort();
+        assert_eq!(removed, expected);
+        assert!(!dead.exists() && !own.exists());
+        assert!(live.exists() && finished.exists() && other.exists(), "a file that is not stale was removed");
+    }
+
+    #[test]
+    fn a_listen_path_that_is_not_a_socket_is_never_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.conf");
+        std::fs::write(&path, b"the node's own file").unwrap();
+        let err = clear_stale_socket(&path).err().expect("a regular file was taken for a stale socket");
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"the node's own file");
+        // The twin: a stale socket (bound, then its listener gone) is cleared.
+        let socket = dir.path().join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        clear_stale_socket(&socket).unwrap();
+        assert!(!socket.exists());
+    }
 }

@@ -160,7 +160,8 @@ impl ProvingDaemon {
         digest.update(request.sector_size.to_le_bytes());
         digest.update(&request.vanilla);
         let digest: [u8; 32] = digest.finalize().into();
-        match self.table.submit(&key, digest, priority, vanilla) {
+        let bytes = request.vanilla.len() as u64;
+        match self.table.submit_sized(&key, digest, priority, vanilla, bytes) {
             Ok(submitted) => {
                 if !submitted.existing {
                     tracing::info!(job = %submitted.job.id, %kind, ?priority, "queued");
@@ -177,6 +178,10 @@ impl ProvingDaemon {
             ))),
             Err(SubmitRefused::QueueFull { max }) => Err(Status::resource_exhausted(format!(
                 "{max} jobs are queued already (--max-queued); submit again once some have run"
+            ))),
+            Err(SubmitRefused::QueueBytesFull { max, queued }) => Err(Status::resource_exhausted(format!(
+                "the queued jobs' vanilla proofs hold {queued} bytes, and this one's {bytes} more would pass the \
+                 bound of {max} (--max-queued-bytes); submit again once some have run"
             ))),
             Err(SubmitRefused::ShuttingDown) => {
                 Err(Status::unavailable("the daemon is shutting down and takes no new jobs; submit to its successor"))
@@ -202,10 +207,19 @@ impl ProvingDaemon {
         })
     }
 
-    /// Waits for the job to end (or, `until_started`, to leave the queue).
+    /// Waits for the job to end (or, `until_started`, to leave the queue), or for the process
+    /// to go away ([`super::jobs::JobTable::release_awaiters`]): a wait never outlives it, so
+    /// it never holds the server's graceful end.
     async fn await_job(&self, id: &str, timeout_ms: u64, until_started: bool) -> Result<pb::ProofResult, Status> {
         let job = self.job(id)?;
         let mut watch = job.subscribe();
+        let mut released = self.table.released();
+        let going = async move {
+            // The sender lives with the table, which this call holds: it cannot close.
+            if released.wait_for(|r| *r).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         let ended = async {
             // The sender lives with the job, which this call holds: the channel cannot close.
             let reached =
@@ -213,18 +227,33 @@ impl ProvingDaemon {
             let view = watch.wait_for(reached).await.map(|v| v.clone());
             view.map_err(|_| Status::internal(format!("job {id} lost its state channel (a bug)")))
         };
-        let view = if timeout_ms == 0 {
-            ended.await?
-        } else {
+        let bounded = async {
+            if timeout_ms == 0 {
+                return ended.await;
+            }
             match tokio::time::timeout(Duration::from_millis(timeout_ms), ended).await {
-                Ok(view) => view?,
+                Ok(view) => view,
                 Err(_) => {
                     let state = job.view().state;
-                    return Err(Status::deadline_exceeded(format!(
+                    Err(Status::deadline_exceeded(format!(
                         "job {id} is still {} after {timeout_ms} ms; call AwaitProof again",
                         if state == JobState::Queued { "queued" } else { "running" }
+                    )))
+                }
+            }
+        };
+        let view = tokio::select! {
+            view = bounded => view?,
+            () = going => {
+                let view = job.view();
+                if !view.state.is_final() && !view.carried {
+                    return Err(Status::unavailable(format!(
+                        "the daemon shut down while job {id} was still {}: its result is lost with this process; \
+                         submit it again to the daemon's successor",
+                        if view.state == JobState::Queued { "queued" } else { "running" }
                     )));
                 }
+                view
             }
         };
         if view.carried && !view.state.is_final() {
@@ -358,7 +387,7 @@ impl ProvingService for Arc<ProvingDaemon> {
         &self,
         request: Request<pb::SubmitProofRequest>,
     ) -> Result<Response<pb::SubmitProofResponse>, Status> {
-        self.submit(request.into_inner()).map(Response::new)
+        off_runtime(self, move |daemon| daemon.submit(request.into_inner())).await.map(Response::new)
     }
 
     async fn await_proof(&self, request: Request<pb::AwaitProofRequest>) -> Result<Response<pb::ProofResult>, Status> {
@@ -369,7 +398,7 @@ impl ProvingService for Arc<ProvingDaemon> {
     async fn prove(&self, request: Request<pb::ProveRequest>) -> Result<Response<pb::ProofResult>, Status> {
         let request = request.into_inner();
         let submit = request.submit.ok_or_else(|| Status::invalid_argument("Prove needs its submit request"))?;
-        let submitted = self.submit(submit)?;
+        let submitted = off_runtime(self, move |daemon| daemon.submit(submit)).await?;
         self.await_job(&submitted.job_id, request.timeout_ms, false).await.map(Response::new)
     }
 
@@ -399,19 +428,35 @@ impl ProvingService for Arc<ProvingDaemon> {
     }
 
     async fn get_status(&self, _: Request<pb::GetStatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
-        Ok(Response::new(self.status()))
+        off_runtime(self, |daemon| Ok(daemon.status())).await.map(Response::new)
     }
 
     async fn get_metrics(&self, _: Request<pb::GetMetricsRequest>) -> Result<Response<pb::MetricsResponse>, Status> {
-        Ok(Response::new(pb::MetricsResponse { text: metrics::render(&self.status(), &self.table.counters()) }))
+        let text = off_runtime(self, |daemon| Ok(metrics::render(&daemon.status(), &daemon.table.counters()))).await?;
+        Ok(Response::new(pb::MetricsResponse { text }))
     }
 
     async fn preload_srs(&self, request: Request<pb::SrsRequest>) -> Result<Response<pb::SrsResponse>, Status> {
-        // Uploading a key takes seconds on a GPU: off the runtime's async threads.
-        tokio::task::block_in_place(|| self.srs(&request.into_inner(), true)).map(Response::new)
+        // Uploading a key takes seconds on a GPU, loading one minutes.
+        off_runtime(self, move |daemon| daemon.srs(&request.into_inner(), true)).await.map(Response::new)
     }
 
     async fn evict_srs(&self, request: Request<pb::SrsRequest>) -> Result<Response<pb::SrsResponse>, Status> {
-        self.srs(&request.into_inner(), false).map(Response::new)
+        off_runtime(self, move |daemon| daemon.srs(&request.into_inner(), false)).await.map(Response::new)
     }
+}
+
+/// Runs a handler's blocking part (parsing and hashing a vanilla blob of up to
+/// `--max-vanilla-bytes`, the status's reads of the prover, a key's load) on tokio's blocking
+/// pool. The runtime's few async threads then only move bytes and wake awaiters, so an
+/// `AwaitProof` is answered as soon as its job ends, whatever other calls are doing; and a
+/// handler that the server drops at its end leaves no async thread blocked.
+async fn off_runtime<T: Send + 'static>(
+    daemon: &Arc<ProvingDaemon>,
+    work: impl FnOnce(&ProvingDaemon) -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    let daemon = daemon.clone();
+    tokio::task::spawn_blocking(move || work(&daemon))
+        .await
+        .unwrap_or_else(|e| Err(Status::internal(format!("a request handler failed (a bug; please report it): {e}"))))
 }

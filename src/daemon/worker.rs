@@ -13,7 +13,7 @@ use super::jobs::{Job, JobTable, Outcome};
 use super::restart::RestartPolicy;
 use crate::filecoin::{FilecoinProver, KeyName, ProofKind, VanillaRequest};
 use crate::params::ProvingKey;
-use crate::prover::{ProofHandle, Prover};
+use crate::prover::{Priority, ProofHandle, Prover};
 
 /// The proving key each kind and sector size was last proven with or loaded as, as the
 /// prover's key cache holds it: what `PreloadSRS` and `EvictSRS` act on. Held weakly, so that the cache's own
@@ -72,13 +72,32 @@ pub struct Workshop {
 
 /// Starts `count` workers; each exits once the table is closed and its queue is empty.
 pub fn start_workers(shop: Arc<Workshop>, count: usize) -> Vec<std::thread::JoinHandle<()>> {
-    (0..count.max(1))
-        .map(|i| {
+    start_workers_with_reserve(shop, count, 0)
+}
+
+/// The lowest priority a reserved worker takes: a Winning PoSt (critical) or a Window PoSt
+/// (high) loses money when late; a PoRep (normal) does not.
+pub const RESERVED_FOR: Priority = Priority::High;
+
+/// Starts `count` workers that take any job, and `reserved` more that take only jobs of
+/// [`RESERVED_FOR`] or above: with every general worker on a PoRep, an urgent job still
+/// starts at once, beside them, instead of waiting for a whole PoRep to end. Each exits
+/// once the table is closed and its queue is empty.
+pub fn start_workers_with_reserve(
+    shop: Arc<Workshop>,
+    count: usize,
+    reserved: usize,
+) -> Vec<std::thread::JoinHandle<()>> {
+    let general = (0..count.max(1)).map(|i| (format!("daemon-worker-{i}"), Priority::Low));
+    let urgent = (0..reserved).map(|i| (format!("daemon-urgent-{i}"), RESERVED_FOR));
+    general
+        .chain(urgent)
+        .map(|(name, floor)| {
             let shop = shop.clone();
             std::thread::Builder::new()
-                .name(format!("daemon-worker-{i}"))
+                .name(name)
                 .spawn(move || {
-                    while let Some((job, request)) = shop.table.next_job() {
+                    while let Some((job, request)) = shop.table.next_job_at_least(floor) {
                         match prove(&shop, &job, request) {
                             Ending::Ended(outcome) => shop.table.finish(&job, outcome),
                             Ending::Requeue { request, why } => shop.table.requeue(&job, request, &why),
@@ -96,12 +115,12 @@ enum Ending {
     /// Not the job's own failure: the GPU broke under it (or the restart interrupted it); it
     /// goes back to the queue for the restarted daemon.
     Requeue {
-        request: VanillaRequest,
+        request: Arc<VanillaRequest>,
         why: String,
     },
 }
 
-fn prove(shop: &Workshop, job: &Arc<Job>, request: VanillaRequest) -> Ending {
+fn prove(shop: &Workshop, job: &Arc<Job>, request: Arc<VanillaRequest>) -> Ending {
     let span = tracing::info_span!("job", id = %job.id, kind = %job.kind);
     let _entered = span.enter();
     tracing::info!(queued_for = job.queue_wait().as_secs_f64(), "proving");
