@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 
 use bellperson::groth16::Proof;
 use blstrs::{Bls12, Scalar};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex};
 
 use crate::circuit::{Assignment, DeferredCircuit, Witness, WitnessShape};
@@ -475,35 +475,70 @@ impl Future for WaitProofs {
     }
 }
 
+/// Partitions of [`Priority::High`] or above that may be in flight beyond the bound, by
+/// default: a Winning PoSt's partition then enters the pipeline at once, even while normal
+/// partitions hold every token, instead of waiting for one of them to finish.
+pub const URGENT_IN_FLIGHT_RESERVE: usize = 1;
+
 /// Bounds the partitions in flight: a token is taken before a partition enters any actor's
-/// mailbox and returned when it finishes, so mailboxes never grow without bound.
+/// mailbox and returned when it finishes, so mailboxes never grow without bound. Partitions
+/// of [`Priority::High`] or above may also take the `reserve` tokens that the others may not,
+/// so that no urgent partition waits for a normal one to finish before it enters.
 #[derive(Clone)]
 pub struct InFlightLimiter {
-    slots: Sender<()>,
-    returns: Receiver<()>,
+    tokens: Arc<Tokens>,
+}
+
+struct Tokens {
+    out: Mutex<usize>,
+    returned: Condvar,
+    limit: usize,
+    reserve: usize,
 }
 
 impl InFlightLimiter {
+    /// A bound of `limit`, with [`URGENT_IN_FLIGHT_RESERVE`] more for urgent partitions.
     pub fn new(limit: usize) -> InFlightLimiter {
-        let (slots, returns) = crossbeam_channel::bounded(limit.max(1));
-        InFlightLimiter { slots, returns }
+        InFlightLimiter::with_reserve(limit, URGENT_IN_FLIGHT_RESERVE)
     }
 
-    /// Takes a token, waiting up to `timeout` for one to come back.
+    /// A bound of `limit` for every partition, and `reserve` more that only partitions of
+    /// [`Priority::High`] or above may take.
+    pub fn with_reserve(limit: usize, reserve: usize) -> InFlightLimiter {
+        let tokens = Tokens { out: Mutex::new(0), returned: Condvar::new(), limit: limit.max(1), reserve };
+        InFlightLimiter { tokens: Arc::new(tokens) }
+    }
+
+    /// Takes a token for a normal partition, waiting up to `timeout` for one to come back.
     pub fn acquire(&self, timeout: std::time::Duration) -> Option<InFlightToken> {
-        self.slots.send_timeout((), timeout).ok()?;
-        Some(InFlightToken { returns: self.returns.clone(), load: None, request: None })
+        self.acquire_for(Priority::Normal, timeout)
+    }
+
+    /// Takes a token for a partition of `priority`, waiting up to `timeout` for one: an
+    /// urgent one ([`Priority::High`] or above) may take the reserve.
+    pub fn acquire_for(&self, priority: Priority, timeout: std::time::Duration) -> Option<InFlightToken> {
+        let tokens = &self.tokens;
+        let bound = tokens.limit + if priority >= Priority::High { tokens.reserve } else { 0 };
+        let deadline = std::time::Instant::now() + timeout;
+        let mut out = tokens.out.lock();
+        while *out >= bound {
+            if tokens.returned.wait_until(&mut out, deadline).timed_out() && *out >= bound {
+                return None;
+            }
+        }
+        *out += 1;
+        Some(InFlightToken { tokens: tokens.clone(), load: None, request: None })
     }
 
     /// Tokens out right now.
     pub fn in_flight(&self) -> usize {
-        self.slots.len()
+        *self.tokens.out.lock()
     }
 }
 
 /// A partition's place in flight; returned when dropped.
 pub struct InFlightToken {
-    returns: Receiver<()>,
+    tokens: Arc<Tokens>,
     load: Option<Arc<AtomicUsize>>,
     /// The request whose partition this is, and the device it was placed on.
     request: Option<(Arc<RequestState>, usize)>,
@@ -530,6 +565,55 @@ impl Drop for InFlightToken {
         if let Some((request, ordinal)) = self.request.take() {
             request.count_on_device(ordinal, false);
         }
-        let _ = self.returns.try_recv();
+        *self.tokens.out.lock() -= 1;
+        self.tokens.returned.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn urgent_partitions_take_the_reserve_and_normal_ones_never_do() {
+        let limiter = InFlightLimiter::with_reserve(2, 1);
+        let normal: Vec<_> = (0..2).map(|_| limiter.acquire(Duration::ZERO).unwrap()).collect();
+        // Every normal token is out: a normal partition waits, an urgent one enters.
+        assert!(limiter.acquire_for(Priority::Normal, Duration::ZERO).is_none());
+        assert!(limiter.acquire_for(Priority::Low, Duration::ZERO).is_none());
+        let urgent = limiter.acquire_for(Priority::Critical, Duration::ZERO).expect("the reserve was not there");
+        assert_eq!(limiter.in_flight(), 3);
+        // The reserve is bounded too.
+        assert!(limiter.acquire_for(Priority::High, Duration::ZERO).is_none());
+        // A token back is for whoever asks next, within its class's bound.
+        drop(urgent);
+        assert!(limiter.acquire_for(Priority::Normal, Duration::ZERO).is_none(), "a normal partition took the reserve");
+        assert!(limiter.acquire_for(Priority::High, Duration::ZERO).is_some());
+        drop(normal);
+        assert_eq!(limiter.in_flight(), 0);
+        // The twin: without a reserve, an urgent partition waits like the others.
+        let plain = InFlightLimiter::with_reserve(1, 0);
+        let _held = plain.acquire(Duration::ZERO).unwrap();
+        assert!(plain.acquire_for(Priority::Critical, Duration::ZERO).is_none());
+    }
+
+    #[test]
+    fn a_waiting_acquire_takes_the_token_given_back() {
+        let limiter = InFlightLimiter::with_reserve(1, 0);
+        let held = limiter.acquire(Duration::ZERO).unwrap();
+        let (taken_tx, taken_rx) = crossbeam_channel::bounded(1);
+        let waiter = {
+            let limiter = limiter.clone();
+            std::thread::spawn(move || {
+                let token = limiter.acquire(Duration::from_secs(600));
+                let _ = taken_tx.send(token.is_some());
+                token
+            })
+        };
+        drop(held);
+        assert_eq!(taken_rx.recv_timeout(Duration::from_secs(600)), Ok(true));
+        drop(waiter.join().unwrap());
+        assert_eq!(limiter.in_flight(), 0);
     }
 }

@@ -59,8 +59,11 @@ impl HostQueue {
     }
 
     /// Queues a partition's work (see the module doc). When it starts, the work is told whether
-    /// its partition is the oldest in flight on the device (a GPU then runs it on its urgent
-    /// stream), and its span on the timeline says so (`"oldest": true`).
+    /// its partition is first in the device's line, the most urgent in flight and then the
+    /// oldest (`AdmissionLine`; a GPU then runs it on its urgent stream), and its span on the
+    /// timeline says so (`"oldest": true`, the name kept for the tools that read it). The queue
+    /// itself stays in order: a stream's work must run in the order it was queued (its events
+    /// mark everything before them), so urgency picks the stream, never the place in one.
     pub fn enqueue_work(
         &self,
         tag: &WorkTag,

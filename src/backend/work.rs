@@ -1,5 +1,6 @@
 //! What travels with each piece of device work: whose it is, and where its failure goes.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,23 +59,34 @@ impl fmt::Debug for FailureSlot {
     }
 }
 
-/// The partitions a device has admitted and not yet finished, in the order it admitted them.
-/// A GPU runs the oldest one's work ahead of the others' (on a high-priority stream), so that
-/// it finishes, and frees its memory for the next partition's upload, as early as it would
-/// alone; the younger partitions fill the gaps. Without this, partitions in flight share the
-/// GPU evenly, finish together, and the next ones' uploads find the GPU idle.
+/// The partitions a device has admitted and not yet finished, the most urgent first, then in
+/// the order it admitted them. A GPU runs the first one's work ahead of the others' (on a
+/// high-priority stream), so that it finishes, and frees its memory for the next partition's
+/// upload, as early as it would alone; the others fill the gaps. Without this, partitions in
+/// flight share the GPU evenly, finish together, and the next ones' uploads find the GPU idle.
+/// Urgency first: a Winning PoSt's partition admitted behind PoRep partitions takes the
+/// high-priority stream from them, since its deadline is the one that costs.
 #[derive(Default)]
 pub struct AdmissionLine {
-    waiting: Arc<Mutex<BTreeSet<u64>>>,
+    waiting: Arc<Mutex<BTreeSet<Place>>>,
     next: AtomicU64,
 }
+
+/// A place in the line: higher urgency first, then the older.
+type Place = (Reverse<u8>, u64);
 
 impl AdmissionLine {
     /// Puts a partition at the back of the line; it leaves when the ticket is dropped.
     pub fn admit(&self) -> AdmissionTicket {
-        let seq = self.next.fetch_add(1, Ordering::SeqCst);
-        self.waiting.lock().insert(seq);
-        AdmissionTicket { place: Seniority(Some((seq, self.waiting.clone()))) }
+        self.admit_ranked(0)
+    }
+
+    /// Puts a partition of `urgency` (higher is more urgent: a request's priority as a
+    /// number) behind the partitions of its urgency or more, ahead of the less urgent ones.
+    pub fn admit_ranked(&self, urgency: u8) -> AdmissionTicket {
+        let place = (Reverse(urgency), self.next.fetch_add(1, Ordering::SeqCst));
+        self.waiting.lock().insert(place);
+        AdmissionTicket { place: Seniority(Some((place, self.waiting.clone()))) }
     }
 }
 
@@ -98,21 +110,26 @@ impl Drop for AdmissionTicket {
     }
 }
 
-/// Whether a piece of work belongs to the oldest partition in flight on its device, asked
-/// when the work starts (not when it is queued). Work without a place is never the oldest.
+/// Whether a piece of work belongs to the first partition in its device's line (the most
+/// urgent, then the oldest: [`AdmissionLine`]), asked when the work starts (not when it is
+/// queued). Work without a place is never first.
 #[derive(Clone, Default)]
-pub struct Seniority(Option<(u64, Arc<Mutex<BTreeSet<u64>>>)>);
+pub struct Seniority(Option<(Place, Arc<Mutex<BTreeSet<Place>>>)>);
 
 impl Seniority {
+    /// Whether it is first in line (the name predates urgency: among partitions of one
+    /// urgency, the first is the oldest).
     pub fn is_oldest(&self) -> bool {
-        self.0.as_ref().is_some_and(|(seq, waiting)| waiting.lock().first() == Some(seq))
+        self.0.as_ref().is_some_and(|(place, waiting)| waiting.lock().first() == Some(place))
     }
 }
 
 impl fmt::Debug for Seniority {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Some((seq, _)) => write!(f, "Seniority(#{seq}, oldest: {})", self.is_oldest()),
+            Some(((urgency, seq), _)) => {
+                write!(f, "Seniority(#{seq}, urgency {}, first: {})", urgency.0, self.is_oldest())
+            }
             None => write!(f, "Seniority(none)"),
         }
     }
@@ -253,5 +270,22 @@ mod tests {
         assert!(!asked_early.is_oldest(), "a finished partition's work is no longer the oldest");
         assert!(fourth.seniority().is_oldest());
         assert!(!Seniority::default().is_oldest(), "work without a place is never the oldest");
+    }
+
+    #[test]
+    fn an_urgent_partition_admitted_later_goes_first_and_then_the_oldest_again() {
+        let line = AdmissionLine::default();
+        let (porep, porep_later) = (line.admit_ranked(1), line.admit_ranked(1));
+        assert!(porep.seniority().is_oldest());
+        let winning = line.admit_ranked(3);
+        assert!(winning.seniority().is_oldest(), "a critical partition stayed behind normal ones");
+        assert!(!porep.seniority().is_oldest() && !porep_later.seniority().is_oldest());
+        // Among equals, the older first; and a less urgent one never overtakes.
+        let window = line.admit_ranked(2);
+        let low = line.admit_ranked(0);
+        drop(winning);
+        assert!(window.seniority().is_oldest());
+        drop(window);
+        assert!(porep.seniority().is_oldest() && !low.seniority().is_oldest());
     }
 }

@@ -1,5 +1,5 @@
 //! The scheduler: places each waiting partition on a device, highest priority first, under
-//! the in-flight bound.
+//! the in-flight bound (with its reserve for urgent partitions: [`InFlightLimiter`]).
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
@@ -128,8 +128,16 @@ impl Scheduler {
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
             }
-            let Some(mut token) = self.limiter.acquire(tick) else { continue };
-            // Take everything that arrived meanwhile, so the best of it goes first.
+            // Everything that arrived is filed before the token is asked for, so that the
+            // token is asked for at the priority of the best of it: an urgent partition may
+            // take the limiter's reserve, and does not wait for a normal one to finish.
+            while let Ok(ticket) = self.incoming.try_recv() {
+                file(ticket, now, &mut waiting, &mut delayed, &mut sequence);
+            }
+            let Some(best) = waiting.peek().map(|w| w.ticket.request.priority) else { continue };
+            let Some(mut token) = self.limiter.acquire_for(best, tick) else { continue };
+            // And what arrived while it waited: the best of that goes first (the token fits
+            // it, as nothing that arrived ranks below what the token was asked for).
             while let Ok(ticket) = self.incoming.try_recv() {
                 file(ticket, now, &mut waiting, &mut delayed, &mut sequence);
             }
