@@ -32,6 +32,10 @@ enum Command {
     /// vanilla job file per kind (for tests and benches).
     #[cfg(feature = "filecoin")]
     Fixtures(snarkpipe::filecoin::cli::FixturesArgs),
+    /// Make a sparse sector's PoRep job without sealing (any size, 32 GiB included), for tests
+    /// and benches: a C1 output storage-proofs' vanilla verifier accepts.
+    #[cfg(feature = "filecoin")]
+    SparseSector(snarkpipe::filecoin::sparse::cli::SparseSectorArgs),
     /// Serve Filecoin proofs over gRPC (proto/snarkpipe.proto) until SIGTERM. The service has
     /// no authentication: it listens on a Unix socket or loopback unless --allow-remote.
     #[cfg(feature = "filecoin")]
@@ -66,6 +70,11 @@ fn main() {
         #[cfg(feature = "filecoin")]
         Command::Fixtures(args) => snarkpipe::filecoin::cli::make_fixtures(&args).map(|made| {
             println!("{}", serde_json::to_string_pretty(&made).expect("the list serializes"));
+            true
+        }),
+        #[cfg(feature = "filecoin")]
+        Command::SparseSector(args) => snarkpipe::filecoin::sparse::cli::make_sparse_sector(&args).map(|made| {
+            println!("{}", serde_json::to_string_pretty(&made).expect("the summary serializes"));
             true
         }),
         #[cfg(feature = "filecoin")]

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod fixtures;
 pub mod node_formats;
 pub mod params;
+pub mod sparse;
 pub mod vanilla;
 
 use std::fmt;
