@@ -86,8 +86,21 @@ pub enum Error {
     EmptyRequest,
 
     /// A partition whose plan can never fit the device, refused at admission.
-    #[error("partition needs {needed_bytes} bytes of device memory but device {device} has only {capacity_bytes} bytes for proving; use a larger GPU or a smaller partition")]
+    #[error(
+        "partition needs {needed_bytes} bytes of device memory but device {device} has only {capacity_bytes} bytes \
+         for proving ({} bytes short, with the proving key streamed in the smallest chunks); use a larger GPU, a \
+         higher device-memory cap or a smaller memory reserve, or a smaller partition",
+        bytes_short(.needed_bytes, .capacity_bytes)
+    )]
     PlanExceedsDevice { device: usize, needed_bytes: u64, capacity_bytes: u64 },
+
+    /// A preload waited longer than the stage timeout for device memory that partitions in
+    /// flight held; the key is made resident by its first partition instead.
+    #[error(
+        "preloading a proving key on device {device} waited {waited_ms} ms for {needed_bytes} bytes of device \
+         memory while partitions in flight held {in_use_bytes}; the key's first partition will make it resident"
+    )]
+    PreloadWaited { device: usize, needed_bytes: u64, in_use_bytes: u64, waited_ms: u64 },
 
     /// A circuit's witness would take more host memory than the prover may give all the
     /// witnesses it synthesizes at once.
@@ -231,3 +244,8 @@ impl From<bellperson::SynthesisError> for Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How many bytes a plan lacks (for [`Error::PlanExceedsDevice`]'s message).
+fn bytes_short(needed: &u64, capacity: &u64) -> u64 {
+    needed.saturating_sub(*capacity)
+}

@@ -126,8 +126,8 @@ fn without_verification_the_host_evaluates() {
     assert_nothing_held(&prover, After::Shutdown);
 }
 
-/// A key that must stream through chunk buffers leaves no room for matrices: its partitions'
-/// assignments are evaluated on the host, and prove.
+/// A key that must stream through chunk buffers (whole or in part) leaves no room for
+/// matrices: its partitions' assignments are evaluated on the host, and prove.
 #[test]
 fn a_streamed_key_has_its_assignments_evaluated_on_the_host() {
     let spec = common::spec(8, 2, fresh_seed());
@@ -147,7 +147,9 @@ fn a_streamed_key_has_its_assignments_evaluated_on_the_host() {
         let proof = outcome.as_ref().unwrap_or_else(|e| panic!("partition {i}: {e}"));
         assert!(groth16::verify(&pvk, proof, witnesses[i].public_inputs()).unwrap(), "partition {i}");
     }
-    assert!(!prover.is_resident(&key, 0), "the key was resident, so nothing streamed");
+    // The key may stay partly resident; what matters is that some of it streamed.
+    let held = &prover.device_status()[0].keys;
+    assert!(held.iter().all(|k| !k.streamed.is_empty()), "the key was wholly resident, so nothing streamed: {held:?}");
     assert!(key.recording.matrices().is_some());
     assert!(evaluations(&prover).is_empty(), "a streamed key's partition was evaluated on the device");
     assert_nothing_held(&prover, After::Shutdown);

@@ -1,20 +1,36 @@
 //! The admission actor: plans a partition's device memory and waits for the budget actor to
 //! grant all of it (and room for the proving key if it is not resident) before any stage
 //! starts. A plan that can never fit fails here, not mid-proof.
+//!
+//! Nothing here waits for memory that cannot come: a key is made resident only as its plan
+//! (`plan::residency`) keeps it, with room for a partition of it beside it; a partition never
+//! uses a resident key that leaves it no room (it streams the key instead, and the idle copy
+//! is evicted while it waits); and matrices join a key only where a partition still fits.
 
 use std::sync::Arc;
 
 use super::messages::PartitionJob;
+use super::pipeline::ResidentKey;
 use super::stage_actor::{StageLogic, Threads};
-use crate::plan::{key_chunk_bytes, key_chunk_points, msm_pass_points, partition_plan_bytes, partition_plan_bytes_with_pass, MIN_KEY_CHUNK_POINTS};
 use crate::error::{Error, Result};
-use crate::plan::resident_matrices_bytes;
+use crate::plan::{
+    key_chunk_bytes, key_chunk_points, msm_pass_points, partition_plan_bytes, partition_plan_bytes_with_pass,
+    resident_matrices_bytes, MIN_KEY_CHUNK_POINTS,
+};
 use crate::request::PartitionInput;
 use crate::stage::Stage;
 
 /// Admits partitions to one device.
 #[derive(Default)]
 pub struct Admission;
+
+/// How a partition's key is held while it proves.
+enum KeyHold {
+    /// Resident as its plan keeps it (some vectors may stream through chunks of this size).
+    Resident(Arc<ResidentKey>),
+    /// Streamed whole through chunk buffers of this many points.
+    Streamed(usize),
+}
 
 impl StageLogic for Admission {
     const STAGE: Stage = Stage::Admission;
@@ -24,71 +40,86 @@ impl StageLogic for Admission {
         let pipeline = job.pipeline.clone();
         let device = pipeline.device.as_ref();
         let shape = job.input.shape().ok_or_else(|| PartitionJob::missing("witness"))?;
-        let plan = partition_plan_bytes(device, &shape, job.log_n);
-        job.msm_pass_points = device.min_msm_pass_points();
-        let resident = pipeline.resident_key(&job.key);
-        let key_bytes = if resident.is_some() { 0 } else { job.key.device_bytes() };
         let capacity = pipeline.budget.capacity_bytes();
+        let smallest_plan = partition_plan_bytes(device, &shape, job.log_n);
+        // Partitions rank by priority on the device's budget, above every preload.
+        let rank = 1 + job.request.priority as u8;
         let request = job.request.clone();
-        // While a partition waits for room, idle keys are evicted whenever they stand in its
-        // way, not only once before it waits: a key whose last partition finished after this
-        // one began to wait would otherwise hold the room for ever, and stop the device.
-        let waiting_for = |bytes: u64| {
-            let (pipeline, request) = (pipeline.clone(), request.clone());
-            move || {
+        let wait = |pending, needed, what: &str| {
+            pipeline.wait_for_grant(pending, needed, what, || request.is_cancelled()).ok_or(Error::Cancelled)
+        };
+
+        let fits_beside = |r: &ResidentKey| r.bytes() + r.plan.partition_bytes(smallest_plan) <= capacity;
+        let streamed_chunk = || {
+            key_chunk_points(capacity.saturating_sub(smallest_plan), job.key.longest_query()).ok_or(
+                Error::PlanExceedsDevice {
+                    device: pipeline.ordinal,
+                    needed_bytes: smallest_plan + key_chunk_bytes(MIN_KEY_CHUNK_POINTS),
+                    capacity_bytes: capacity,
+                },
+            )
+        };
+        let hold = match pipeline.resident_key(&job.key) {
+            Some(resident) if fits_beside(&resident) => KeyHold::Resident(resident),
+            held => {
+                let (plan, _) = pipeline.key_plan(&job.key, &shape, job.log_n)?;
+                if held.is_some() || plan.resident.is_empty() {
+                    // Streamed whole: also where the key is resident under a plan that leaves
+                    // this partition no room (it goes once idle, while this one waits).
+                    drop(held);
+                    KeyHold::Streamed(streamed_chunk()?)
+                } else {
+                    let bytes = plan.resident_bytes(&job.key.vectors());
+                    let needed = bytes + plan.partition_bytes(smallest_plan);
+                    pipeline.evict_idle_keys_for(needed);
+                    let grant = wait(pipeline.budget.request_ranked(bytes, rank)?, needed, "a proving key")?;
+                    let resident = pipeline.make_resident(&job.key, plan, grant)?;
+                    // A preload that won the race holds the key under its own plan.
+                    match fits_beside(&resident) {
+                        true => KeyHold::Resident(resident),
+                        false => KeyHold::Streamed(streamed_chunk()?),
+                    }
+                }
+            }
+        };
+
+        let resident = match hold {
+            KeyHold::Streamed(chunk) => {
+                let bytes = smallest_plan + key_chunk_bytes(chunk);
+                tracing::debug!(plan_bytes = smallest_plan, chunk, "the key streams: waiting for the partition's grant");
+                job.msm_pass_points = device.min_msm_pass_points();
+                job.key_chunk_points = Some(chunk);
+                // No room for matrices beside a streamed key: its a, b and c come from the host.
+                evaluate_on_host(job)?;
                 pipeline.evict_idle_keys_for(bytes);
-                request.is_cancelled()
+                job.grant = Some(wait(pipeline.budget.request_ranked(bytes, rank)?, bytes, "a partition")?);
+                job.admission = Some(pipeline.line.admit());
+                return Ok(());
             }
+            KeyHold::Resident(resident) => resident,
         };
-        if plan + key_bytes > capacity {
-            // The key does not fit beside the partition: stream it through two chunk buffers.
-            let longest = job.key.longest_query();
-            let chunk = key_chunk_points(capacity.saturating_sub(plan), longest).ok_or(Error::PlanExceedsDevice {
-                device: pipeline.ordinal,
-                needed_bytes: plan + key_chunk_bytes(MIN_KEY_CHUNK_POINTS),
-                capacity_bytes: capacity,
-            })?;
-            let bytes = plan + key_chunk_bytes(chunk);
-            pipeline.evict_idle_keys_for(bytes);
-            tracing::debug!(plan_bytes = plan, chunk, "the key streams: waiting for the partition's grant");
-            job.key_chunk_points = Some(chunk);
-            // No room for matrices beside a streamed key: its a, b and c come from the host.
-            evaluate_on_host(job)?;
-            job.grant = Some(pipeline.budget.request(bytes)?.wait_unless(waiting_for(bytes)).ok_or(Error::Cancelled)?);
-            job.admission = Some(pipeline.line.admit());
-            return Ok(());
-        }
-        // The key stays resident: longer MSM passes where the room beside it allows.
-        let room = capacity.saturating_sub(job.key.device_bytes());
+        // Longer MSM passes where the room beside the key allows.
+        let chunks = resident.plan.chunk_points.map_or(0, key_chunk_bytes);
+        let room = capacity.saturating_sub(resident.bytes()).saturating_sub(chunks * resident.plan.partitions as u64);
         job.msm_pass_points = msm_pass_points(device, &shape, job.log_n, pipeline.max_in_flight(), room);
-        let plan = partition_plan_bytes_with_pass(device, &shape, job.log_n, job.msm_pass_points);
-        let resident = match resident {
-            Some(resident) => resident,
-            None => {
-                pipeline.evict_idle_keys_for(plan + key_bytes);
-                let grant = pipeline
-                    .budget
-                    .request(key_bytes)?
-                    .wait_unless(waiting_for(plan + key_bytes))
-                    .ok_or(Error::Cancelled)?;
-                pipeline.make_resident(&job.key, grant)?
-            }
-        };
+        let plan = partition_plan_bytes_with_pass(device, &shape, job.log_n, job.msm_pass_points) + chunks;
+        job.key_chunk_points = resident.plan.chunk_points;
         if let PartitionInput::Assignment(assignment) = &job.input {
             let matrices = assignment.matrices().clone();
             job.matrices = match resident.matrices_for(&matrices) {
                 Some(held) => Some(held),
                 None => {
                     let bytes = resident_matrices_bytes(&matrices);
-                    pipeline.evict_idle_keys_for(bytes + plan);
-                    match pipeline.budget.request(bytes) {
-                        Ok(pending) => {
-                            let grant = pending.wait_unless(waiting_for(bytes + plan)).ok_or(Error::Cancelled)?;
+                    // Matrices join a wholly resident key only where a partition still fits
+                    // beside both; otherwise the host evaluates.
+                    let fits = resident.plan.resident.is_all() && resident.bytes() + bytes + plan <= capacity;
+                    match fits {
+                        true => {
+                            pipeline.evict_idle_keys_for(bytes + plan);
+                            let grant = wait(pipeline.budget.request_ranked(bytes, rank)?, bytes + plan, "constraint matrices")?;
                             Some(resident.attach_matrices(matrices, grant))
                         }
-                        // Matrices that can never fit this device: the host evaluates.
-                        Err(Error::PlanExceedsDevice { .. }) => None,
-                        Err(err) => return Err(err),
+                        false => None,
                     }
                 }
             };
@@ -96,14 +127,14 @@ impl StageLogic for Admission {
                 evaluate_on_host(job)?;
             }
         }
-        job.resident_key = Some(resident);
         tracing::debug!(
             plan_bytes = plan,
-            key_bytes,
+            resident = ?resident.plan.resident,
             msm_pass_points = job.msm_pass_points,
             "waiting for the partition's grant"
         );
-        job.grant = Some(pipeline.budget.request(plan)?.wait_unless(waiting_for(plan)).ok_or(Error::Cancelled)?);
+        job.resident_key = Some(resident);
+        job.grant = Some(wait(pipeline.budget.request_ranked(plan, rank)?, plan, "a partition")?);
         job.admission = Some(pipeline.line.admit());
         Ok(())
     }

@@ -1,11 +1,13 @@
 //! The MSM actor: queues the five multi-scalar multiplications of a proof (h, l, a and b in
 //! G1, b in G2) on the partition's worker stream, after its NTT.
 //!
-//! With a resident key each MSM reads the key's device copy. A key too large to stay resident
-//! streams instead: its points go up chunk by chunk, from page-locked host memory, into two
-//! chunk buffers on the worker's key stream, while the worker's compute stream runs the MSM
-//! of the previous chunk (double buffering: a buffer is refilled only after the MSM that read
-//! it). Each chunk's MSM adds into the partition's result slot.
+//! Each MSM reads the key's device copy of its vector where the key keeps it resident. The
+//! vectors it does not keep (all five for a key streamed whole) stream instead: their points
+//! go up chunk by chunk, from page-locked host memory, into two chunk buffers on the worker's
+//! key stream, while the worker's compute stream runs the MSM of the previous chunk (double
+//! buffering: a buffer is refilled only after the MSM that read it). Each chunk's MSM adds
+//! into the partition's result slot. The copies are queued at once, so the first chunks of a
+//! streamed vector go up while the resident vectors' MSMs run.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use super::messages::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::backend::{DeviceBuffer, Group, MsmSlot, StageEvent};
 use crate::error::Result;
+use crate::plan::KeyVector;
 use crate::stage::Stage;
 
 /// Runs the MSMs on the device.
@@ -60,7 +63,7 @@ impl StageLogic for Msm {
             stream.wait_event(uploaded)?;
         }
         let key_stream = job.pipeline.key_in[job.worker].clone();
-        if resident.is_none() {
+        if job.key_chunk_points.is_some() {
             // Before the first chunk is queued: a failure later in this loop must still wait
             // for the chunk copies already queued before it releases the pinned key and the
             // grant they read from and write into.
@@ -70,22 +73,20 @@ impl StageLogic for Msm {
         let staged = job.staged.as_ref().ok_or_else(|| PartitionJob::missing("pinned inputs"))?;
         let h_len = (1usize << job.log_n) - 1;
         let key = &job.key;
-        let (h, l, a, b_g1, b_g2) = match &resident {
-            Some(r) => (
-                KeyPoints::Resident(&r.h),
-                KeyPoints::Resident(&r.l),
-                KeyPoints::Resident(&r.a),
-                KeyPoints::Resident(&r.b_g1),
-                KeyPoints::Resident(&r.b_g2),
-            ),
-            None => (
-                KeyPoints::Host(HostPoints::G1(&key.h)),
-                KeyPoints::Host(HostPoints::G1(&key.l)),
-                KeyPoints::Host(HostPoints::G1(&key.a)),
-                KeyPoints::Host(HostPoints::G1(&key.b_g1)),
-                KeyPoints::Host(HostPoints::G2(&key.b_g2)),
-            ),
+        // Each vector from the device where the key keeps it resident, else from the host.
+        let host = |vector: KeyVector| match vector {
+            KeyVector::H => HostPoints::G1(&key.h),
+            KeyVector::L => HostPoints::G1(&key.l),
+            KeyVector::A => HostPoints::G1(&key.a),
+            KeyVector::BG1 => HostPoints::G1(&key.b_g1),
+            KeyVector::BG2 => HostPoints::G2(&key.b_g2),
         };
+        let points = |vector: KeyVector| match resident.as_ref().and_then(|r| r.vector(vector)) {
+            Some(buffer) => KeyPoints::Resident(buffer),
+            None => KeyPoints::Host(host(vector)),
+        };
+        let (h, l, a, b_g1, b_g2) =
+            (points(KeyVector::H), points(KeyVector::L), points(KeyVector::A), points(KeyVector::BG1), points(KeyVector::BG2));
         let runs = [
             (Group::G1, h, &buffers.a, h_len, MsmSlot::H),
             (Group::G1, l, &buffers.aux, staged.aux.len(), MsmSlot::L),

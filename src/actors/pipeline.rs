@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use actix::Recipient;
 use parking_lot::Mutex;
 
-use super::budget::{Grant, MemoryBudget};
+use super::budget::{Grant, MemoryBudget, PendingGrant};
 use super::messages::{Advance, PartitionJob};
 use super::pin::StagingMode;
 use crate::backend::faults::FaultInjector;
@@ -19,9 +19,14 @@ use crate::circuit::ConstraintMatrices;
 use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
-use crate::plan::{g1_bytes, g2_bytes};
+use crate::circuit::WitnessShape;
+use crate::plan::{partition_plan_bytes, plan_key, KeyPlan, KeyVector};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
+
+/// The budget rank of a preload: below every partition's (`1 + priority`), so that a preload
+/// never stands at the head of the queue in front of a partition that needs its memory.
+pub const PRELOAD_RANK: u8 = 0;
 
 /// A proving key held on a device, shared by every partition that uses it.
 ///
@@ -32,11 +37,12 @@ use crate::timeline::TimelineRecorder;
 /// `Prover::release_unheld_keys`), never because the caller dropped its handle.
 pub struct ResidentKey {
     key: Arc<ProvingKey>,
-    pub h: DeviceBuffer,
-    pub l: DeviceBuffer,
-    pub a: DeviceBuffer,
-    pub b_g1: DeviceBuffer,
-    pub b_g2: DeviceBuffer,
+    /// Its vectors on the device, indexed by `KeyVector as usize`: those the plan keeps
+    /// resident; the others stream through each partition's chunk buffers.
+    vectors: [Option<DeviceBuffer>; 5],
+    /// How the key is held here: which vectors are resident, the chunks the others stream
+    /// in, and how many partitions of the key fit beside it (see `plan::residency`).
+    pub plan: KeyPlan,
     /// Set once the copies are queued; partitions wait for it.
     pub uploaded: OnceLock<StageEvent>,
     upload_started: AtomicBool,
@@ -53,6 +59,11 @@ pub struct ResidentKey {
 }
 
 impl ResidentKey {
+    /// The device copy of `vector`, if it is resident.
+    pub fn vector(&self, vector: KeyVector) -> Option<&DeviceBuffer> {
+        self.vectors[vector as usize].as_ref()
+    }
+
     /// Device bytes the key holds, its constraint matrices included.
     pub fn bytes(&self) -> u64 {
         self._grant.bytes() + self.matrices.lock().as_ref().map_or(0, |m| m.bytes())
@@ -112,13 +123,19 @@ impl ResidentKey {
             .ranked(seniority)
             .with("partition", drawn_as)
             .with("what", "proving key")
-            .with("bytes", key.device_bytes());
+            .with("vectors", self.plan.resident.names().join(","))
+            .with("bytes", self.plan.resident_bytes(&key.vectors()));
         let queued = (|| -> Result<()> {
-            stream.copy_g1_to_device(key.h.clone(), 0..key.h.len(), &self.h, &tag)?;
-            stream.copy_g1_to_device(key.l.clone(), 0..key.l.len(), &self.l, &tag)?;
-            stream.copy_g1_to_device(key.a.clone(), 0..key.a.len(), &self.a, &tag)?;
-            stream.copy_g1_to_device(key.b_g1.clone(), 0..key.b_g1.len(), &self.b_g1, &tag)?;
-            stream.copy_g2_to_device(key.b_g2.clone(), 0..key.b_g2.len(), &self.b_g2, &tag)?;
+            let resident = KeyVector::ALL.into_iter().zip(&self.vectors);
+            for (vector, target) in resident.filter_map(|(v, buffer)| Some((v, buffer.as_ref()?))) {
+                match vector {
+                    KeyVector::H => stream.copy_g1_to_device(key.h.clone(), 0..key.h.len(), target, &tag)?,
+                    KeyVector::L => stream.copy_g1_to_device(key.l.clone(), 0..key.l.len(), target, &tag)?,
+                    KeyVector::A => stream.copy_g1_to_device(key.a.clone(), 0..key.a.len(), target, &tag)?,
+                    KeyVector::BG1 => stream.copy_g1_to_device(key.b_g1.clone(), 0..key.b_g1.len(), target, &tag)?,
+                    KeyVector::BG2 => stream.copy_g2_to_device(key.b_g2.clone(), 0..key.b_g2.len(), target, &tag)?,
+                }
+            }
             let _ = self.uploaded.set(stream.record_event()?);
             Ok(())
         })();
@@ -523,15 +540,101 @@ impl DevicePipeline {
         pin_key_vectors(self.pool.registry(), key)
     }
 
-    /// Makes `key` resident now and waits for its upload (an explicit preload).
+    /// How `key` is held on this device for partitions of `shape` over a domain of
+    /// `2^log_n` (see [`plan_key`]): room beside its resident vectors for as many of its
+    /// partitions at once as the device has workers, or fewer, down to one. No plan at all
+    /// fails with [`Error::PlanExceedsDevice`], naming the bytes the smallest one needs.
+    pub fn key_plan(&self, key: &ProvingKey, shape: &WitnessShape, log_n: u32) -> Result<(KeyPlan, u64)> {
+        let partition = partition_plan_bytes(self.device.as_ref(), shape, log_n);
+        let plan = plan_key(self.budget.capacity_bytes(), &key.vectors(), partition, self.workers()).map_err(|no| {
+            Error::PlanExceedsDevice { device: self.ordinal, needed_bytes: no.needed_bytes, capacity_bytes: no.capacity_bytes }
+        })?;
+        Ok((plan, partition))
+    }
+
+    /// Waits for `pending`, a request for memory on this device's budget. While it waits, idle
+    /// keys are evicted whenever `needed` bytes are not free (a key whose last partition ended
+    /// after the wait began would otherwise hold the room for ever). Every stage timeout it
+    /// logs what it waits for and what holds the memory (the watchdog). Gives up, withdrawing
+    /// the request, once `give_up` says so; `None` then, or when the budget is gone.
+    pub fn wait_for_grant(
+        &self,
+        pending: PendingGrant,
+        needed: u64,
+        what: &str,
+        mut give_up: impl FnMut() -> bool,
+    ) -> Option<Grant> {
+        let started = Instant::now();
+        let mut next_report = self.stage_timeout;
+        pending.wait_unless(|| {
+            self.evict_idle_keys_for(needed);
+            let waited = started.elapsed();
+            if waited >= next_report {
+                next_report += self.stage_timeout;
+                self.report_memory_wait(what, needed, waited);
+            }
+            give_up()
+        })
+    }
+
+    /// The watchdog's line: what waits, for how long, and who holds this device's memory.
+    fn report_memory_wait(&self, what: &str, needed: u64, waited: Duration) {
+        let holders: Vec<String> = self
+            .keys
+            .lock()
+            .iter()
+            .map(|k| {
+                format!(
+                    "key of {} bytes ({:?} resident), used by {} partitions",
+                    k.bytes(),
+                    k.plan.resident,
+                    Arc::strong_count(k) - 1
+                )
+            })
+            .collect();
+        tracing::warn!(
+            device = self.ordinal,
+            what,
+            needed_bytes = needed,
+            waited_s = waited.as_secs_f64(),
+            in_use_bytes = self.budget.in_use_bytes(),
+            capacity_bytes = self.budget.capacity_bytes(),
+            partitions_in_flight = self.load(),
+            keys = ?holders,
+            "waiting for device memory longer than the stage timeout"
+        );
+    }
+
+    /// Makes `key` resident now, as far as its plan keeps it, and waits for its upload (an
+    /// explicit preload). A key that the plan streams whole is left on the host. The preload
+    /// waits behind every partition waiting for memory (it asks at the lowest rank), evicting
+    /// idle keys; after the stage timeout it gives up with [`Error::PreloadWaited`], and the
+    /// key's first partition makes it resident instead.
     pub fn preload(&self, key: &Arc<ProvingKey>) -> Result<()> {
         if self.holds_key(key) {
             return Ok(());
         }
-        let bytes = key.device_bytes();
-        self.evict_idle_keys_for(bytes);
-        let grant = self.budget.request(bytes)?.wait().ok_or(crate::error::Error::ShutDown)?;
-        let resident = self.make_resident(key, grant)?;
+        let (shape, log_n) = key.planning_shape();
+        let (plan, _) = self.key_plan(key, &shape, log_n)?;
+        if plan.resident.is_empty() {
+            tracing::info!(device = self.ordinal, "the key streams whole on this device: nothing to preload");
+            return Ok(());
+        }
+        let bytes = plan.resident_bytes(&key.vectors());
+        let started = Instant::now();
+        let pending = self.budget.request_ranked(bytes, PRELOAD_RANK)?;
+        let grant = self
+            .wait_for_grant(pending, bytes, "a preload", || started.elapsed() >= self.stage_timeout)
+            .ok_or_else(|| match started.elapsed() >= self.stage_timeout {
+                true => Error::PreloadWaited {
+                    device: self.ordinal,
+                    needed_bytes: bytes,
+                    in_use_bytes: self.budget.in_use_bytes(),
+                    waited_ms: started.elapsed().as_millis() as u64,
+                },
+                false => Error::ShutDown,
+            })?;
+        let resident = self.make_resident(key, plan, grant)?;
         self.pin_key_host(&resident, key)?;
         resident.upload_once(key, &self.copy_in, None, Seniority::default())?;
         if let Some(uploaded) = resident.uploaded.get() {
@@ -570,21 +673,23 @@ impl DevicePipeline {
         before - keys.len()
     }
 
-    /// Makes `key` resident: allocates its buffers under `grant`; the htod actor queues the
-    /// copies. A key is resident once per device: when a preload and a partition's admission
-    /// race to make it resident, the second finds the first's and gives its grant back.
-    pub fn make_resident(&self, key: &Arc<ProvingKey>, grant: Grant) -> Result<Arc<ResidentKey>> {
+    /// Makes `key` resident as `plan` keeps it: allocates the resident vectors' buffers under
+    /// `grant`; the htod actor queues the copies. A key is resident once per device: when a
+    /// preload and a partition's admission race to make it resident, the second finds the
+    /// first's and gives its grant back.
+    pub fn make_resident(&self, key: &Arc<ProvingKey>, plan: KeyPlan, grant: Grant) -> Result<Arc<ResidentKey>> {
         if let Some(existing) = self.resident_key(key) {
             return Ok(existing);
         }
-        let alloc = |bytes| self.device.allocate(bytes);
+        let sizes = key.vectors();
+        let mut vectors: [Option<DeviceBuffer>; 5] = Default::default();
+        for vector in plan.resident.iter() {
+            vectors[vector as usize] = Some(self.device.allocate(sizes.bytes(vector))?);
+        }
         let resident = Arc::new(ResidentKey {
             key: key.clone(),
-            h: alloc(g1_bytes(key.h.len()))?,
-            l: alloc(g1_bytes(key.l.len()))?,
-            a: alloc(g1_bytes(key.a.len()))?,
-            b_g1: alloc(g1_bytes(key.b_g1.len()))?,
-            b_g2: alloc(g2_bytes(key.b_g2.len()))?,
+            vectors,
+            plan,
             uploaded: OnceLock::new(),
             upload_started: AtomicBool::new(false),
             failure: FailureSlot::new(),
@@ -601,6 +706,11 @@ impl DevicePipeline {
         }
         keys.push(resident.clone());
         Ok(resident)
+    }
+
+    /// The resident keys' plans, for status: which vectors each keeps on the device.
+    pub fn key_plans(&self) -> Vec<(Arc<ProvingKey>, KeyPlan)> {
+        self.keys.lock().iter().map(|k| (k.key.clone(), k.plan)).collect()
     }
 
     /// Resident keys: how many and how many bytes.

@@ -90,6 +90,10 @@ pub struct BenchArgs {
     /// Memory of each modelled CPU device, in MiB.
     #[arg(long, default_value_t = 16384)]
     pub cpu_device_mib: u64,
+    /// Cap on the device memory each device's budget plans with, in bytes or with a unit
+    /// (`24GiB`, `16GB`, `512MiB`): emulates a smaller card on a larger one.
+    #[arg(long, value_parser = crate::plan::parse_bytes)]
+    pub device_memory: Option<u64>,
     /// Also run the same stream on the first selected device alone and report the speedup.
     #[arg(long)]
     pub scaling: bool,
@@ -296,6 +300,12 @@ pub struct ResidencyFigures {
     pub device: usize,
     pub keys: usize,
     pub bytes: u64,
+    /// The device memory its budget planned with (the cap where one was set).
+    pub budget_bytes: u64,
+    /// How each resident key was held: which vectors resident, which streamed.
+    pub plans: Vec<crate::prover::KeyResidency>,
+    /// The longest a partition waited in admission for its device memory.
+    pub longest_admission_wait_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -554,6 +564,7 @@ fn prover_config(args: &BenchArgs, devices: DeviceSelection) -> ProverConfig {
         cpu_devices: args.cpu_devices,
         cpu_device_bytes: args.cpu_device_mib << 20,
         memory_reserve_bytes: if args.backend == BackendKind::Cpu { 0 } else { 1 << 30 },
+        device_memory_bytes: args.device_memory,
         retries: args.retries,
         staging: args.staging,
         // Random keys' proofs cannot verify; the bench checks setup keys' proofs again itself.
@@ -788,11 +799,28 @@ fn after_run(prover: &Prover, args: &BenchArgs, since: f64, export: bool, owners
     }
     let summary = summary::summarize(&timeline);
     let steady_state = steady_state(&timeline);
+    let status = prover.device_status();
     let residency = prover
         .residency()
         .into_iter()
         .enumerate()
-        .map(|(device, (keys, bytes))| ResidencyFigures { device, keys, bytes })
+        .map(|(device, (keys, bytes))| {
+            let ordinal = status.get(device).map_or(device, |s| s.ordinal);
+            let longest_admission_wait_s = timeline
+                .spans
+                .iter()
+                .filter(|s| s.stage == crate::stage::Stage::Admission && s.track.device() == Some(ordinal))
+                .map(|s| s.duration_s())
+                .fold(0.0, f64::max);
+            ResidencyFigures {
+                device,
+                keys,
+                bytes,
+                budget_bytes: status.get(device).map_or(0, |s| s.memory_budget_bytes),
+                plans: status.get(device).map_or_else(Vec::new, |s| s.keys.clone()),
+                longest_admission_wait_s,
+            }
+        })
         .collect();
     let reports = prover.budget_reports()?;
     let leaked_bytes = prover.budget_leaked_bytes()?;
@@ -995,7 +1023,22 @@ pub fn describe(report: &BenchReport) -> String {
         report.budget.peak_bytes, report.budget.capacity_bytes, report.budget.leaked_bytes, report.pinned.leaked_bytes
     );
     for resident in &report.residency {
-        out += &format!("  gpu{}: {} resident key(s), {} bytes\n", resident.device, resident.keys, resident.bytes);
+        out += &format!(
+            "  gpu{}: {} resident key(s), {} bytes of a {} byte budget; longest admission wait {:.3} s\n",
+            resident.device, resident.keys, resident.bytes, resident.budget_bytes, resident.longest_admission_wait_s
+        );
+        for plan in &resident.plans {
+            let streamed = match plan.chunk_points {
+                Some(chunk) => format!("{} streamed in chunks of {chunk} points", plan.streamed.join(",")),
+                None => "nothing streamed".to_string(),
+            };
+            out += &format!(
+                "    key: {} resident ({} bytes), {streamed}; room for {} partition(s)\n",
+                plan.resident.join(","),
+                plan.resident_bytes,
+                plan.partitions
+            );
+        }
     }
     out += &report.timeline_summary;
     if !out.ends_with('\n') {

@@ -132,6 +132,28 @@ impl ProvingKey {
         [self.h.len(), self.l.len(), self.a.len(), self.b_g1.len(), self.b_g2.len()].into_iter().max().unwrap_or(0)
     }
 
+    /// The points of each query vector, as the device-memory plan sees the key.
+    pub fn vectors(&self) -> crate::plan::KeyVectors {
+        crate::plan::KeyVectors { points: [self.h.len(), self.l.len(), self.a.len(), self.b_g1.len(), self.b_g2.len()] }
+    }
+
+    /// The shape of this key's partitions as far as their device-memory plan needs it, and
+    /// the log2 of its domain: what a preload plans with before any partition has come.
+    /// (Which of the b query's points are inputs does not change the plan.)
+    pub fn planning_shape(&self) -> (WitnessShape, u32) {
+        let domain = self.h.len() + 1;
+        let num_inputs = self.vk.ic.len();
+        let shape = WitnessShape {
+            num_constraints: domain,
+            num_inputs,
+            num_aux: self.l.len(),
+            a_aux_total: self.a.len().saturating_sub(num_inputs),
+            b_input_total: 0,
+            b_aux_total: self.b_g1.len(),
+        };
+        (shape, domain.trailing_zeros())
+    }
+
     /// The bytes the query vectors occupy on a device: 96 per G1 point, 192 per G2 point.
     pub fn device_bytes(&self) -> u64 {
         let g1_points = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();

@@ -49,6 +49,12 @@ pub struct ProverConfig {
     pub workers_per_device: usize,
     /// Device memory left out of every budget, for the driver and other users.
     pub memory_reserve_bytes: u64,
+    /// A cap on the device memory each device's budget plans with (`None`: the device's
+    /// free memory). The budget takes the smaller of the cap and the free memory, less the
+    /// reserve, so that a 16, 24, 32 or 48 GB card can be emulated on a larger one, and a
+    /// prover can share a card with another user. Every plan (the key's residency, chunks,
+    /// MSM passes) follows from the budget, so a capped prover behaves as on the smaller card.
+    pub device_memory_bytes: Option<u64>,
     /// Partitions in flight at once per device (the bound over all devices is this times the
     /// number of devices).
     pub in_flight: usize,
@@ -173,6 +179,7 @@ impl Default for ProverConfig {
             devices: DeviceSelection::All,
             workers_per_device: 2,
             memory_reserve_bytes: 1 << 30,
+            device_memory_bytes: None,
             in_flight: 4,
             cpu_devices: 1,
             cpu_device_bytes: 16 << 30,
@@ -542,6 +549,7 @@ impl Prover {
             // ours to plan with (on a GPU shared with another prover, or a display).
             let capacity = device.info().capacity_bytes;
             let free = wrapped.free_bytes().map_or(capacity, |free| free.min(capacity));
+            let free = config.device_memory_bytes.map_or(free, |cap| cap.min(free));
             let budget = injected
                 .budget_bytes_override
                 .unwrap_or(free.saturating_sub(config.memory_reserve_bytes.min(free / 2)));
@@ -848,6 +856,18 @@ impl Prover {
                 quarantined: p.is_failing(),
                 recoveries: p.recoveries(),
                 in_flight: p.load(),
+                memory_budget_bytes: p.budget.capacity_bytes(),
+                keys: p
+                    .key_plans()
+                    .into_iter()
+                    .map(|(key, plan)| KeyResidency {
+                        resident: plan.resident.names(),
+                        streamed: plan.resident.complement().names(),
+                        resident_bytes: plan.resident_bytes(&key.vectors()),
+                        chunk_points: plan.chunk_points,
+                        partitions: plan.partitions,
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -1239,6 +1259,26 @@ pub struct DeviceStatus {
     pub recoveries: usize,
     /// Partitions in flight on it.
     pub in_flight: usize,
+    /// The device memory its budget plans with: the free memory at start, or the
+    /// `device_memory_bytes` cap where smaller, less the reserve.
+    pub memory_budget_bytes: u64,
+    /// How each key resident on it is held.
+    pub keys: Vec<KeyResidency>,
+}
+
+/// How a proving key is held on a device (see `plan::residency`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeyResidency {
+    /// The query vectors kept on the device (`h`, `l`, `a`, `b_g1`, `b_g2`).
+    pub resident: Vec<&'static str>,
+    /// The vectors streamed through chunk buffers for every partition.
+    pub streamed: Vec<&'static str>,
+    /// Device bytes of the resident vectors (its matrices not counted).
+    pub resident_bytes: u64,
+    /// Points per chunk of the streamed vectors (`None`: nothing streams).
+    pub chunk_points: Option<usize>,
+    /// Partitions of the key the plan leaves room for at once.
+    pub partitions: usize,
 }
 
 /// What [`Prover::shutdown`] did with the work it found.

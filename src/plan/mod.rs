@@ -7,6 +7,11 @@
 
 use crate::circuit::{PackedDensity, WitnessShape};
 
+pub mod residency;
+pub mod size;
+pub use residency::{plan_key, KeyPlan, KeyVector, KeyVectors, NoPlanFits, VectorSet};
+pub use size::parse_bytes;
+
 /// Bytes of `n` scalars on a device.
 pub const fn scalar_bytes(n: usize) -> u64 {
     (n as u64) * 32
