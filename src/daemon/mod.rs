@@ -15,6 +15,7 @@
 //!
 //! It sits on top: it uses the prover and the Filecoin module, and nothing uses it.
 
+pub mod authority;
 pub mod cuzk;
 pub mod jobs;
 pub mod metrics;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tokio_stream::wrappers::TcpListenerStream;
 
 use super::jobs::{CarriedJob, Job, JobLimits, JobState, JobTable};
 use super::pb::proving_service_server::ProvingServiceServer;
@@ -332,7 +332,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
                         .map_err(|e| Error::io(format!("setting the mode of the socket {}", path.display()), e))?;
                 }
                 announce(&format!("unix:{}", path.display()), &instance);
-                bounded(Box::pin(router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)))
+                bounded(Box::pin(router.serve_with_incoming_shutdown(super::authority::incoming(listener), shutdown)))
                     .await
             }
             Listen::Tcp(addr) => {
