@@ -21,7 +21,21 @@ use snarkpipe::filecoin::FilecoinProver;
 use snarkpipe::Error;
 use storage_proofs_core::api_version::ApiVersion;
 
+/// The shared fixture parameter directory, made filecoin-proofs' parameter cache before any
+/// test of the binary calls filecoin-proofs (it reads its settings once per process).
+fn params_dir() -> std::path::PathBuf {
+    static INIT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    INIT.get_or_init(|| {
+        let params = filecoin::params_dir();
+        std::fs::create_dir_all(&params).unwrap();
+        fixtures::use_cache_dir(&params).unwrap();
+        params
+    })
+    .clone()
+}
+
 fn sector_2kib() -> SparseSector<SectorShape2KiB> {
+    params_dir();
     sparse_sector(&fixtures::porep_config_2kib(1).unwrap(), rand::random()).unwrap()
 }
 
@@ -131,9 +145,7 @@ fn a_sparse_2kib_sector_satisfies_the_circuit_and_a_flipped_sibling_does_not() {
 #[test]
 fn a_proof_of_a_sparse_2kib_sector_verifies_with_verify_seal() {
     let config = fixtures::porep_config_2kib(1).unwrap();
-    let params = filecoin::params_dir();
-    std::fs::create_dir_all(&params).unwrap();
-    fixtures::use_cache_dir(&params).unwrap();
+    let params = params_dir();
     fixtures::ensure_porep_params(&config).unwrap();
     let sector = sector_2kib();
     let c1 = copy(&sector.phase1_output);
@@ -166,6 +178,7 @@ fn a_proof_of_a_sparse_2kib_sector_verifies_with_verify_seal() {
 
 #[test]
 fn a_sparse_32gib_sector_passes_the_vanilla_verifier_and_a_flipped_label_does_not() {
+    params_dir();
     let config = sparse_porep_config(
         SECTOR_SIZE_32_GIB,
         registered_porep_id(SECTOR_SIZE_32_GIB).unwrap(),
@@ -187,6 +200,7 @@ fn a_sparse_32gib_sector_passes_the_vanilla_verifier_and_a_flipped_label_does_no
 
 #[test]
 fn a_sparse_64gib_sector_passes_the_vanilla_verifier_and_a_flipped_label_does_not() {
+    params_dir();
     let config = sparse_porep_config(
         SECTOR_SIZE_64_GIB,
         registered_porep_id(SECTOR_SIZE_64_GIB).unwrap(),
@@ -213,6 +227,7 @@ fn a_sparse_64gib_sector_passes_the_vanilla_verifier_and_a_flipped_label_does_no
             scripts/gpu-sparse-porep.sh runs it on the device machine (or: cargo test --release \
             --test filecoin_sparse_sector -- --ignored a_sparse_32gib_partition)"]
 fn a_sparse_32gib_partition_satisfies_the_circuit() {
+    params_dir();
     let config = sparse_porep_config(
         SECTOR_SIZE_32_GIB,
         registered_porep_id(SECTOR_SIZE_32_GIB).unwrap(),
@@ -237,6 +252,7 @@ fn a_sparse_32gib_partition_satisfies_the_circuit() {
 
 #[test]
 fn synthetic_porep_is_refused() {
+    params_dir();
     let porep_id = registered_porep_id(SECTOR_SIZE_32_GIB).unwrap();
     let mut config = sparse_porep_config(SECTOR_SIZE_32_GIB, porep_id, ApiVersion::V1_2_0, None).unwrap();
     config.api_features.push(storage_proofs_core::api_version::ApiFeature::SyntheticPoRep);
