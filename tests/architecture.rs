@@ -170,3 +170,116 @@ fn the_documents_link_only_to_files_that_exist() {
     assert!(output.status.success(), "broken links:\n{report}");
     assert!(report.contains(" 0 broken"), "{report}");
 }
+
+/// The places in `source` (comments removed) that name a lock which poisons on panic: a
+/// `std::sync::Mutex` or `RwLock` by path, or in a `std::sync::{..}` group however its lines
+/// are split (nested groups included), and `lock().unwrap()`, the sign of one in use. The
+/// source is read as a whole, not line by line, so an import spread over several lines is
+/// seen as one.
+fn poisoning_locks_in(source: &str) -> Vec<String> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let names_lock = |text: &str| text.split(|c: char| !is_ident(c)).any(|w| w == "Mutex" || w == "RwLock");
+    // The group that opens right after `text`'s `{`, up to its matching `}`.
+    let group = |text: &str| -> String {
+        let mut depth = 1usize;
+        let end = text
+            .char_indices()
+            .find(|&(_, c)| {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })
+            .map_or(text.len(), |(i, _)| i);
+        text[..end].to_string()
+    };
+    // Whitespace next to a path's or a group's punctuation goes, and any other run of it is
+    // one space: a path or a group split over lines reads as one, and words stay apart.
+    let code = without_comments(source).split_whitespace().collect::<Vec<_>>().join(" ");
+    let punctuation = |c: Option<char>| c.is_some_and(|c| ":{},;()".contains(c));
+    let chars: Vec<char> = code.chars().collect();
+    let squeezed: String = chars
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| {
+            c != ' ' || !(punctuation(i.checked_sub(1).map(|j| chars[j])) || punctuation(chars.get(i + 1).copied()))
+        })
+        .map(|(_, &c)| c)
+        .collect();
+    // What follows each `sync::` of std: `std::sync::...`, or `sync::...` inside `std::{..}`.
+    let mut tails: Vec<String> = Vec::new();
+    for (at, _) in squeezed.match_indices("std::") {
+        // `std::` must not be the tail of a longer path.
+        if squeezed[..at].ends_with(|c: char| is_ident(c) || c == ':') {
+            continue;
+        }
+        let rest = &squeezed[at + "std::".len()..];
+        if let Some(sync) = rest.strip_prefix("sync::") {
+            tails.push(sync.to_string());
+        } else if let Some(inner) = rest.strip_prefix('{') {
+            let inner = group(inner);
+            for (at, _) in inner.match_indices("sync::") {
+                if at == 0 || inner[..at].ends_with([',', '{']) {
+                    tails.push(inner[at + "sync::".len()..].to_string());
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for tail in tails {
+        let named = match tail.strip_prefix('{') {
+            Some(inner) => group(inner),
+            None => tail[..tail.find(|c: char| !is_ident(c)).unwrap_or(tail.len())].to_string(),
+        };
+        if names_lock(&named) {
+            found.push(format!("std::sync::{named}"));
+        }
+    }
+    found.extend(squeezed.match_indices("lock().unwrap()").map(|(_, m)| m.to_string()));
+    found
+}
+
+#[test]
+fn the_prover_uses_no_poisoning_locks() {
+    // A panic while a std lock is held poisons it, and every later partition fails: the
+    // failure mode of bellperson's GPU lock. The crate uses parking_lot only, backends included.
+    let mut offenders = Vec::new();
+    for file in rust_files(&src()) {
+        for found in poisoning_locks_in(&std::fs::read_to_string(&file).unwrap()) {
+            offenders.push(format!("{}: {found}", file.display()));
+        }
+    }
+    assert!(offenders.is_empty(), "std locks poison on panic; use parking_lot:\n{}", offenders.join("\n"));
+}
+
+#[test]
+fn the_lock_scan_sees_imports_split_over_lines() {
+    // The negative twins: each of these uses a std lock, and the scan must say so.
+    let caught = [
+        "use std::sync::{Arc, Mutex};",
+        "use std::sync::{\n    Arc,\n    Mutex,\n};",
+        "use std::sync::{\n    atomic::{AtomicBool, Ordering},\n    RwLock,\n};",
+        "use std::{\n    collections::HashMap,\n    sync::{Arc, Mutex},\n};",
+        "let m = std::sync::\n    Mutex::new(0);",
+        "let v = m.lock()\n    .unwrap();",
+    ];
+    for source in caught {
+        assert!(!poisoning_locks_in(source).is_empty(), "the scan missed a std lock in:\n{source}");
+    }
+    // And what is not one stays unflagged: parking_lot, tokio's lock, a comment, atomics.
+    let clean = [
+        "use parking_lot::{Mutex, RwLock};",
+        "use tokio::sync::Mutex;",
+        "// std::sync::Mutex poisons\nuse std::sync::Arc;",
+        "use std::sync::{\n    atomic::{AtomicBool, Ordering},\n    Arc,\n};",
+    ];
+    for source in clean {
+        assert!(
+            poisoning_locks_in(source).is_empty(),
+            "a false alarm for:\n{source}: {:?}",
+            poisoning_locks_in(source)
+        );
+    }
+}

@@ -9,226 +9,17 @@
 #![cfg(feature = "filecoin")]
 
 mod filecoin;
+mod serve_harness;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::Instant;
 
 use bytes::{Buf, BufMut};
-use hyper_util::rt::TokioIo;
-use snarkpipe::daemon::pb::{self, proving_service_client::ProvingServiceClient};
-use snarkpipe::filecoin::{ProofKind, VanillaRequest};
+use serve_harness::*;
+use snarkpipe::daemon::pb;
+use snarkpipe::filecoin::ProofKind;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
-
-type Client = ProvingServiceClient<Channel>;
-
-/// A proof's await bound: far above a 2 KiB proof on two cores, so only a hang trips it.
-const AWAIT_MS: u64 = 20 * 60 * 1000;
-/// The vanilla limit the test daemons run with (2 KiB jobs are far smaller).
-const MAX_VANILLA: usize = 32 << 20;
-
-/// A `snarkpipe serve` process; killed when dropped, so a failing test leaves none behind.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    /// What it printed on stdout after its ready line.
-    stdout: Arc<Mutex<Vec<String>>>,
-    stdout_done: Option<std::thread::JoinHandle<()>>,
-    log: PathBuf,
-}
-
-impl Daemon {
-    /// Starts a daemon on `socket` and returns once it has announced that it serves.
-    fn start(socket: &Path, extra: &[&str]) -> Daemon {
-        Daemon::start_with(socket, extra, &[])
-    }
-
-    /// [`Daemon::start`] with environment variables.
-    fn start_with(socket: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
-        let log = socket.with_extension("log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
-            .envs(env.iter().copied())
-            .arg("serve")
-            .arg("--listen")
-            .arg(format!("unix:{}", socket.display()))
-            .arg("--params-dir")
-            .arg(filecoin::params_dir())
-            .args(["--backend", "cpu", "--max-vanilla-bytes", &MAX_VANILLA.to_string()])
-            // The watchdog's default suits a GPU; a PoRep's MSMs on two shared cores take longer.
-            .args(["--stage-timeout-secs", "3600"])
-            .args(extra)
-            .env("SNARKPIPE_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("starting snarkpipe serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        // The ready line is printed once the socket is bound: no guessing how long start takes.
-        match lines.next() {
-            Some(Ok(line)) if line.contains("listening on unix:") => eprintln!("{line}"),
-            other => {
-                let _ = child.kill();
-                panic!("the daemon did not start ({other:?}): {}", std::fs::read_to_string(&log).unwrap_or_default())
-            }
-        }
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let sink = stdout.clone();
-        let stdout_done =
-            std::thread::spawn(move || lines.map_while(|l| l.ok()).for_each(|l| sink.lock().unwrap().push(l)));
-        Daemon { child, socket: socket.to_path_buf(), stdout, stdout_done: Some(stdout_done), log }
-    }
-
-    async fn client(&self) -> Client {
-        connect(self.socket.clone()).await
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status().unwrap();
-        assert!(status.success(), "kill -{name} failed");
-    }
-
-    /// Waits for the process to exit; its exit status and what it printed after the ready line.
-    fn wait(mut self) -> (std::process::ExitStatus, Vec<String>) {
-        let status = self.child.wait().unwrap();
-        self.stdout_done.take().unwrap().join().unwrap();
-        let lines = self.stdout.lock().unwrap().clone();
-        (status, lines)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until the process has announced that it serves once more (after it replaced
-    /// itself); panics with its log after `within`.
-    fn wait_for_another_ready_line(&self, within: std::time::Duration) {
-        let started = Instant::now();
-        while !self.stdout.lock().unwrap().iter().any(|l| l.contains("listening on unix:")) {
-            assert!(started.elapsed() < within, "the daemon did not come back within {within:?}: {}", self.log());
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A channel to the daemon on `socket`.
-async fn channel(socket: PathBuf) -> Channel {
-    // The URI is a placeholder: the connector below dials the socket whatever it says.
-    Endpoint::try_from("http://[::1]:50051")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
-        }))
-        .await
-        .expect("connecting to the daemon's socket")
-}
-
-async fn connect(socket: PathBuf) -> Client {
-    ProvingServiceClient::new(channel(socket).await)
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20)
-}
-
-/// A job's vanilla bytes, its parsed form, and the request that submits it under `key`.
-struct Fixture {
-    kind: ProofKind,
-    bytes: Vec<u8>,
-    job: VanillaRequest,
-}
-
-impl Fixture {
-    fn of(kind: ProofKind) -> Fixture {
-        let path = filecoin::job(kind, 1);
-        Fixture { kind, bytes: std::fs::read(&path).unwrap(), job: VanillaRequest::read(&path).unwrap() }
-    }
-
-    /// Partition 0 of the Window PoSt fixture's deadline, as a job of its own
-    /// (`partition_index`): a node proving its deadline partition by partition sends these.
-    fn window_partition() -> Fixture {
-        let whole = Fixture::of(ProofKind::WindowPost);
-        let mut json: serde_json::Value = serde_json::from_slice(&whole.bytes).unwrap();
-        json["partition_index"] = 0.into();
-        let bytes = serde_json::to_vec(&json).unwrap();
-        let job = VanillaRequest::parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
-        Fixture { kind: ProofKind::WindowPost, bytes, job }
-    }
-
-    fn submit(&self, key: &str) -> pb::SubmitProofRequest {
-        pb::SubmitProofRequest {
-            idempotency_key: key.to_string(),
-            kind: pb_kind(self.kind) as i32,
-            sector_size: self.job.sector_size(),
-            vanilla: self.bytes.clone(),
-            priority: pb::Priority::Unspecified as i32,
-        }
-    }
-
-    /// The proof verifies with filecoin-proofs, and its negative twins do not: the same proof
-    /// with one bit flipped, and for another sector's public inputs.
-    fn check_proof(&self, result: &pb::ProofResult) {
-        assert_eq!(result.state, pb::JobState::Succeeded as i32, "{} did not prove: {}", self.kind, result.error);
-        assert!(filecoin::verify_with_filecoin_proofs(&self.job, &result.proof, false), "{}: rejected", self.kind);
-        let mut flipped = result.proof.clone();
-        flipped[result.proof.len() / 2] ^= 1;
-        assert!(
-            !filecoin::verify_with_filecoin_proofs(&self.job, &flipped, false),
-            "{}: a flipped bit verified",
-            self.kind
-        );
-        assert!(
-            !filecoin::verify_with_filecoin_proofs(&self.job, &result.proof, true),
-            "{}: verified for another sector's inputs",
-            self.kind
-        );
-        let t = result.timings.unwrap();
-        assert!(t.total > 0.0 && t.gpu > 0.0 && t.total >= t.queue_wait, "{}: timings {t:?}", self.kind);
-    }
-}
-
-fn pb_kind(kind: ProofKind) -> pb::ProofKind {
-    match kind {
-        ProofKind::Porep => pb::ProofKind::PorepC2,
-        ProofKind::Snap => pb::ProofKind::SnapDeals,
-        ProofKind::WindowPost => pb::ProofKind::WindowPost,
-        ProofKind::WinningPost => pb::ProofKind::WinningPost,
-    }
-}
-
-async fn submit(client: &mut Client, request: pb::SubmitProofRequest) -> pb::SubmitProofResponse {
-    client.submit_proof(request).await.expect("submit").into_inner()
-}
-
-async fn await_proof(client: &mut Client, job_id: &str) -> pb::ProofResult {
-    let request = pb::AwaitProofRequest { job_id: job_id.into(), timeout_ms: AWAIT_MS, until_started: false };
-    client.await_proof(request).await.unwrap_or_else(|s| panic!("awaiting {job_id}: {s}")).into_inner()
-}
-
-async fn status(client: &mut Client) -> pb::StatusResponse {
-    client.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner()
-}
-
-/// Asserts that the daemon holds nothing beyond its resident keys and runs nothing.
-fn assert_idle_and_clean(status: &pb::StatusResponse) {
-    let held = status.held.unwrap();
-    assert_eq!(held, pb::Held::default(), "the daemon holds memory no job explains: {status:?}");
-    let queues = status.queues.unwrap();
-    assert_eq!((queues.queued, queues.running), (0, 0), "{status:?}");
-}
-
-fn socket_in(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("snarkpipe.sock")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_daemon_serves_every_scenario() {
@@ -239,6 +30,12 @@ async fn one_daemon_serves_every_scenario() {
     // the first is proven (a 2 KiB PoRep is minutes on two cores).
     let daemon = tokio::task::block_in_place(|| Daemon::start(&socket_in(&dir), &["--concurrent-jobs", "1"]));
     let mut client = daemon.client().await;
+    // The mode the sample unit promises: the daemon's group reads and writes, others nothing.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(socket_in(&dir)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660, "the socket's mode is {mode:o}");
+    }
 
     let started = Instant::now();
     srs_by_name_before_any_proof(&mut client).await;
@@ -363,6 +160,15 @@ async fn cancel_mid_flight(client: &mut Client, porep: &Fixture, window: &Fixtur
     let result = await_proof(client, &job).await;
     assert_eq!(result.state, pb::JobState::Cancelled as i32);
     assert!(result.error.contains("CancelProof") && result.proof.is_empty(), "{result:?}");
+    assert_idle_and_clean(&status(client).await);
+    // A node retries with the same key: a job that was cancelled (or failed) holds no proof,
+    // so the retry is a new job, not the old one's end again. (Cancelled in turn: a PoRep
+    // proven would be minutes here.)
+    let retry = submit(client, porep.submit("cancel-me")).await;
+    assert!(!retry.existing && retry.job_id != job, "the retry got the cancelled job back: {retry:?}");
+    assert!(retry.state != pb::JobState::Cancelled as i32, "{retry:?}");
+    client.cancel_proof(pb::CancelProofRequest { job_id: retry.job_id.clone() }).await.unwrap();
+    assert_eq!(await_proof(client, &retry.job_id).await.state, pb::JobState::Cancelled as i32);
     assert_idle_and_clean(&status(client).await);
     prove_and_verify(client, window).await;
 }
@@ -588,7 +394,12 @@ async fn sigterm_finishes_or_cancels_every_job_and_exits_0() {
 }
 
 /// kill -9 while a job runs: the awaiting client gets an error, not silence; a daemon
-/// restarted on the same socket starts clean, and says the old job is lost.
+/// restarted on the same socket says the old job is lost, and clears what the killed one left
+/// on disk: its socket, and the matrices temporaries of a writer killed mid-write (planted
+/// here under the killed PID), while one of a live process stays (the twin). A third daemon
+/// on the live socket is refused and leaves the socket alone (the socket's twin). (A fresh
+/// process holds no pinned memory whatever came before it: the kernel frees a killed one's,
+/// so that is not checked here.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_then_restart_comes_back_clean() {
     let window = tokio::task::block_in_place(|| Fixture::of(ProofKind::WindowPost));
@@ -606,9 +417,17 @@ async fn kill_9_then_restart_comes_back_clean() {
         })
     };
     status(&mut client).await;
+    let killed_pid = daemon.child.id();
     daemon.signal("KILL");
     let (exit, _) = tokio::task::block_in_place(|| daemon.wait());
     assert!(!exit.success());
+    let params = filecoin::params_dir();
+    let plant = |pid: u32| {
+        let path = params.join(format!("kill-9-test-{}.params.snarkpipe-matrices.{pid}.tmp", std::process::id()));
+        std::fs::write(&path, b"half a file").unwrap();
+        path
+    };
+    let (stale, live) = (plant(killed_pid), plant(std::process::id()));
     let broken = waiting.await.unwrap().expect_err("an await outlived its daemon");
     assert!(matches!(broken.code(), Code::Unavailable | Code::Unknown | Code::Cancelled), "{broken:?}");
 
@@ -619,6 +438,20 @@ async fn kill_9_then_restart_comes_back_clean() {
     let fresh = status(&mut client).await;
     assert_idle_and_clean(&fresh);
     assert_eq!((fresh.proofs_completed, fresh.proofs_failed, fresh.keys.len()), (0, 0, 0), "{fresh:?}");
+    let (stale_left, live_left) = (stale.exists(), live.exists());
+    let _ = std::fs::remove_file(&live);
+    assert!(!stale_left, "the killed writer's matrices temporary outlived the restart: {}", stale.display());
+    assert!(live_left, "a live process's matrices temporary was removed");
+    let refused = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+        .args(["serve", "--backend", "cpu", "--listen"])
+        .arg(format!("unix:{}", socket.display()))
+        .arg("--params-dir")
+        .arg(filecoin::params_dir())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("already serves"), "{refused:?}");
+    assert!(socket.exists(), "a refused daemon removed the live socket");
     let gone = client
         .await_proof(pb::AwaitProofRequest { job_id: lost.clone(), timeout_ms: 1, until_started: false })
         .await
@@ -788,4 +621,102 @@ async fn a_preload_job_makes_its_key_hot_before_serving() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("broken.json"), "{stderr}");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+}
+
+/// The restart with a job that does not stop in time: two workers, a 1 s grace, and a PoRep
+/// whose key is cold (its first partition synthesized and its parameters read before it has a
+/// pipeline request to cancel) while the Winning PoSt beside it breaks the GPU. A client
+/// awaits the PoRep with no timeout. The daemon must come back within 60 s: the PoRep is
+/// carried with the others even though it still ran, the await ends with the old process, and
+/// the new process has both jobs under their old ids. Before the fix, the interrupt of a job
+/// without a pipeline request was a flag nobody read, the job was requeued after the carry
+/// was taken (neither carried nor ended), and the await held the server's graceful end for
+/// ever: the exec never came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_a_job_still_loading_its_key_comes_back_within_a_minute() {
+    let (winning, porep) =
+        tokio::task::block_in_place(|| (Fixture::of(ProofKind::WinningPost), Fixture::of(ProofKind::Porep)));
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--concurrent-jobs", "2", "--shutdown-grace-secs", "1"];
+    let daemon = tokio::task::block_in_place(|| {
+        Daemon::start_with(&socket_in(&dir), &args, &[("SNARKPIPE_DRILL_BREAK_GPU", "1")])
+    });
+    let mut client = daemon.client().await;
+    let slow = submit(&mut client, porep.submit("slow-cold-key")).await.job_id;
+    let breaker = submit(&mut client, winning.submit("breaker")).await.job_id;
+    let awaited = {
+        let (mut client, slow) = (client.clone(), slow.clone());
+        // timeout_ms 0: no timeout at all.
+        tokio::spawn(async move {
+            client.await_proof(pb::AwaitProofRequest { job_id: slow, timeout_ms: 0, until_started: false }).await
+        })
+    };
+    let restarting = Instant::now();
+    tokio::task::block_in_place(|| daemon.wait_for_another_ready_line(std::time::Duration::from_secs(60)));
+    eprintln!("back in {:.1} s", restarting.elapsed().as_secs_f64());
+    match awaited.await.unwrap() {
+        Err(ended) => assert!(matches!(ended.code(), Code::Unavailable | Code::Unknown | Code::Cancelled), "{ended:?}"),
+        Ok(answer) => panic!("the old process answered the PoRep's await: {:?}", answer.into_inner()),
+    }
+    let mut client = daemon.client().await;
+    assert_eq!(status(&mut client).await.restarts, 1);
+    winning.check_proof(&await_proof(&mut client, &breaker).await);
+    // The PoRep came along under its id and key; proving it would take minutes here, so it
+    // is cancelled once the new process has it.
+    let again = submit(&mut client, porep.submit("slow-cold-key")).await;
+    assert!(again.existing && again.job_id == slow, "{again:?}");
+    client.cancel_proof(pb::CancelProofRequest { job_id: slow.clone() }).await.unwrap();
+    let log = daemon.log();
+    assert!(log.contains("carried over the restart"), "{log}");
+}
+
+/// SIGTERM while a PoRep's first partition is still synthesized (its key cold), with a 1 s
+/// grace and a client awaiting it with no timeout: the daemon exits 0 within its shutdown
+/// bound, and what it reports for the job is what the job did: cancelled only if it had ended
+/// cancelled by the report, and then the client was told cancelled; still running otherwise,
+/// and then the client was told the result is lost. Before the fix the report called a job
+/// cancelled that still ran (its end logged after the report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_job_still_synthesizing_reports_it_as_it_is() {
+    let porep = tokio::task::block_in_place(|| Fixture::of(ProofKind::Porep));
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = tokio::task::block_in_place(|| Daemon::start(&socket_in(&dir), &["--shutdown-grace-secs", "1"]));
+    let mut client = daemon.client().await;
+    let job = submit(&mut client, porep.submit("synthesizing")).await.job_id;
+    let request = pb::AwaitProofRequest { job_id: job.clone(), timeout_ms: AWAIT_MS, until_started: true };
+    client.await_proof(request).await.unwrap();
+    let awaited = {
+        let (mut client, job) = (client.clone(), job.clone());
+        tokio::spawn(async move {
+            client.await_proof(pb::AwaitProofRequest { job_id: job, timeout_ms: 0, until_started: false }).await
+        })
+    };
+    status(&mut client).await;
+    let stopping = Instant::now();
+    daemon.signal("TERM");
+    let log_path = daemon.log.clone();
+    let (exit, stdout) = tokio::task::block_in_place(|| daemon.wait());
+    let log = std::fs::read_to_string(log_path).unwrap_or_default();
+    let took = stopping.elapsed();
+    let bound = snarkpipe::daemon::serve::shutdown_bound(std::time::Duration::from_secs(1));
+    eprintln!("stopped in {:.1} s (bound {bound:?})", took.as_secs_f64());
+    assert!(exit.success(), "exit {exit:?}: {log}");
+    assert!(took < bound, "the shutdown took {took:?}, past its bound {bound:?}: {log}");
+    let report = stdout.iter().find(|l| l.contains("shut down")).expect("the shutdown report").clone();
+    let answer = awaited.await.unwrap();
+    let reported_cancelled = report.contains(&format!("cancelled [\"{job}\"]"));
+    let reported_running = report.contains(&format!("still running [\"{job}\"]"));
+    assert!(reported_cancelled != reported_running, "{report}");
+    // The report comes after the job's end when it calls it cancelled.
+    let at = |what: &str| log.find(what);
+    if reported_cancelled {
+        let result = answer.expect("a cancelled job's await failed").into_inner();
+        assert_eq!(result.state, pb::JobState::Cancelled as i32, "{result:?}");
+        let ended = at("failed").or(at("cancelled")).expect("the job's end in the log");
+        assert!(ended < at("jobs at shutdown").unwrap(), "reported cancelled before it ended: {log}");
+    } else {
+        let lost = answer.expect_err("an await of a job the shutdown gave up on was answered");
+        assert_eq!(lost.code(), Code::Unavailable, "{lost:?}");
+        assert!(lost.message().contains("lost"), "{lost:?}");
+    }
 }

@@ -213,7 +213,9 @@ fn spans_on(prover: &Prover, device: usize) -> usize {
 
 /// Another process holds memory on the device: the budget starts from the free memory, not
 /// the total, and an out-of-memory it causes later is pressure: the partitions are retried,
-/// and the device is not quarantined for it.
+/// and the device is not quarantined for it. The memory is given back only once an
+/// allocation was refused for it (an event, not a guess at how long that takes), and the
+/// partitions' requeues show that the out-of-memory reached them.
 #[test]
 fn another_process_memory_is_pressure_not_failure() {
     let (spec, key, witnesses) = setup(6, 6);
@@ -235,13 +237,21 @@ fn another_process_memory_is_pressure_not_failure() {
     );
     prover.faults().set_others_use(device_bytes - key.device_bytes() - plan / 2);
     let handle = submit(&prover, &key, &witnesses);
-    std::thread::sleep(Duration::from_millis(300));
+    let refused = prover.faults().wait_for_pressure_refusals(1, Duration::from_secs(60));
     let status = prover.device_status()[0].clone();
     prover.faults().set_others_use(others);
+    assert!(refused, "no allocation ran out of memory while the other process held the device");
     let outcomes = wait_each_within(&handle, Duration::from_secs(60));
     assert!(!status.quarantined, "out-of-memory from another process quarantined the device: {status:?}");
     assert!(!prover.device_status()[0].quarantined);
     assert_all_verify(&key, &witnesses, &outcomes);
+    let requeues: usize = handle.requeues().iter().sum();
+    assert!(requeues > 0, "the out-of-memory never sent a partition round again: {:?}", handle.requeues());
+    // The twin: with the memory left alone, nothing is refused and nothing goes round again.
+    let before = prover.faults().pressure_refusals();
+    let calm = submit(&prover, &key, &witnesses);
+    assert_all_verify(&key, &witnesses, &wait_each_within(&calm, Duration::from_secs(60)));
+    assert_eq!((prover.faults().pressure_refusals(), calm.requeues().iter().sum::<usize>()), (before, 0));
 }
 
 /// A preload and a partition's admission racing to make one key resident: it is resident

@@ -152,6 +152,10 @@ pub struct FaultInjector {
     panic_outside_at: Mutex<Option<Stage>>,
     /// Device bytes another process holds on each wrapped device.
     others_use_bytes: AtomicU64,
+    /// Allocations refused for the memory another process holds, and its signal: what a test
+    /// waits on to know the pressure was felt.
+    pressure_refusals: Mutex<u64>,
+    pressure_felt: parking_lot::Condvar,
     injected: AtomicU64,
     by_site: Mutex<BTreeMap<String, u64>>,
     log: Mutex<Vec<InjectedFault>>,
@@ -177,6 +181,8 @@ impl FaultInjector {
             stalled_copies: Mutex::new(Vec::new()),
             panic_outside_at: Mutex::new(None),
             others_use_bytes: AtomicU64::new(0),
+            pressure_refusals: Mutex::new(0),
+            pressure_felt: parking_lot::Condvar::new(),
             injected: AtomicU64::new(0),
             by_site: Mutex::new(BTreeMap::new()),
             log: Mutex::new(Vec::new()),
@@ -206,6 +212,24 @@ impl FaultInjector {
     /// memory (a real out-of-memory, not an injected fault).
     pub fn set_others_use(&self, bytes: u64) {
         self.others_use_bytes.store(bytes, Ordering::SeqCst);
+    }
+
+    /// Allocations refused so far because of the memory another process holds.
+    pub fn pressure_refusals(&self) -> u64 {
+        *self.pressure_refusals.lock()
+    }
+
+    /// Waits until at least `count` allocations were refused for another process's memory, or
+    /// `within` has passed; whether they were.
+    pub fn wait_for_pressure_refusals(&self, count: u64, within: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        let mut refusals = self.pressure_refusals.lock();
+        while *refusals < count {
+            if self.pressure_felt.wait_until(&mut refusals, deadline).timed_out() {
+                return *refusals >= count;
+            }
+        }
+        true
     }
 
     /// Makes every MSM result copied back to the host wrong, as a device that computes
@@ -440,6 +464,8 @@ impl Device for FaultyDevice {
         self.state.check(self.ordinal())?;
         let others = self.faults.others_use_bytes.load(Ordering::SeqCst);
         if others > 0 && self.inner.allocated_bytes() + others + bytes > self.inner.info().capacity_bytes {
+            *self.faults.pressure_refusals.lock() += 1;
+            self.faults.pressure_felt.notify_all();
             return Err(Error::OutOfMemory { device: self.ordinal(), requested_bytes: bytes });
         }
         self.faults.maybe_fail(FaultSite::Allocation, &format!("allocating {bytes} bytes (out of memory)"))?;

@@ -78,6 +78,23 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// A finished proof the restart carries into the next process, so that a client that had not
+/// collected it yet still finds it there under the job's id and key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CarriedProof {
+    pub id: String,
+    pub key: String,
+    pub digest: [u8; 32],
+    pub kind: ProofKind,
+    pub sector_size: u64,
+    pub proof: Vec<u8>,
+    pub partitions: usize,
+    pub timings: ProofTimings,
+    pub submitted_at_ms: u64,
+    pub started_at_ms: u64,
+    pub finished_at_ms: u64,
+}
+
 /// A queued job as the restart carries it into the next process: everything that makes it the
 /// same job there (its id, idempotency key, digest, priority and submit time) and its request.
 pub struct CarriedJob {
@@ -614,6 +631,19 @@ impl JobTable {
             return JobState::Running;
         }
         inner.cancelled.get_or_insert_with(|| reason.to_string());
+        if job.view.borrow().carried && running_too {
+            // Carried, but the carry is written only once the server has stopped taking calls:
+            // the cancel is recorded here and the job left out of it ([`JobTable::still_carried`]),
+            // so a cancel sent during the restart is not lost.
+            drop(inner);
+            state.counters.cancelled += 1;
+            job.update(|v| {
+                v.state = JobState::Cancelled;
+                v.error = reason.to_string();
+                v.finished_at_ms = unix_ms();
+            });
+            return JobState::Cancelled;
+        }
         if inner.request.take().is_some() {
             // Still queued: it never runs (the heap entry is skipped when popped).
             drop(inner);
@@ -696,6 +726,85 @@ impl JobTable {
                 }
             })
             .collect()
+    }
+
+    /// Of the jobs [`JobTable::take_for_restart`] took, those still to carry: a job cancelled
+    /// since (a CancelProof during the restart) is left out.
+    pub fn still_carried(&self, carried: Vec<CarriedJob>) -> Vec<CarriedJob> {
+        let state = self.state.lock();
+        carried
+            .into_iter()
+            .filter(|c| state.jobs.get(&c.id).is_none_or(|job| !job.view.borrow().state.is_final()))
+            .collect()
+    }
+
+    /// The succeeded jobs this table still keeps, with their proofs: what the restart carries
+    /// so that a proof not yet collected survives it ([`JobTable::resume_proof`]).
+    pub fn finished_proofs(&self) -> Vec<CarriedProof> {
+        let state = self.state.lock();
+        state
+            .finished
+            .iter()
+            .filter_map(|(_, id)| state.jobs.get(id))
+            .filter(|job| job.view.borrow().state == JobState::Succeeded)
+            .map(|job| {
+                let view = job.view();
+                CarriedProof {
+                    id: job.id.clone(),
+                    key: state.key_of.get(&job.id).cloned().unwrap_or_default(),
+                    digest: job.digest,
+                    kind: job.kind,
+                    sector_size: job.sector_size,
+                    proof: view.proof.to_vec(),
+                    partitions: view.partitions,
+                    timings: view.timings,
+                    submitted_at_ms: view.submitted_at_ms,
+                    started_at_ms: view.started_at_ms,
+                    finished_at_ms: view.finished_at_ms,
+                }
+            })
+            .collect()
+    }
+
+    /// Keeps a proof an earlier run of this daemon finished before it restarted, under its old
+    /// id and key, as a succeeded job: an AwaitProof or a resubmit finds it as it would have
+    /// there. Counted among the finished jobs (their bounds apply), not among this run's proofs.
+    pub fn resume_proof(&self, carried: CarriedProof) -> Arc<Job> {
+        let mut state = self.state.lock();
+        let order = state.next;
+        state.next += 1;
+        let view = JobView {
+            id: carried.id.clone(),
+            kind: carried.kind,
+            state: JobState::Succeeded,
+            proof: Arc::from(carried.proof),
+            partitions: carried.partitions,
+            error: String::new(),
+            timings: carried.timings,
+            submitted_at_ms: carried.submitted_at_ms,
+            started_at_ms: carried.started_at_ms,
+            finished_at_ms: carried.finished_at_ms,
+            requeued: false,
+            carried: false,
+        };
+        let job = Arc::new(Job {
+            id: carried.id.clone(),
+            kind: carried.kind,
+            priority: Priority::Normal,
+            sector_size: carried.sector_size,
+            digest: carried.digest,
+            order,
+            vanilla_bytes: 0,
+            submitted: Instant::now(),
+            view: watch::Sender::new(view),
+            inner: Mutex::new(JobInner::default()),
+        });
+        state.jobs.insert(carried.id.clone(), job.clone());
+        state.by_key.insert(carried.key.clone(), carried.id.clone());
+        state.key_of.insert(carried.id.clone(), carried.key);
+        state.finished.push_back((Instant::now(), carried.id));
+        self.prune(&mut state);
+        job
     }
 
     /// Ends every wait on this table's jobs, those to come included ([`JobTable::released`]):
@@ -1054,5 +1163,45 @@ mod tests {
         jobs.close();
         assert!(jobs.next_job_at_least(Priority::High).is_none());
         assert_eq!(jobs.next_job().unwrap().0.id, normal.id);
+    }
+
+    #[test]
+    fn a_cancel_during_the_restart_keeps_the_job_out_of_the_carry() {
+        let jobs = table(JobLimits::default());
+        let a = jobs.submit("a", [1; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let b = jobs.submit("b", [2; 32], Priority::Normal, request("window-post")).unwrap().job;
+        jobs.hold_for_restart("GPU 0 broke");
+        let carried = jobs.take_for_restart();
+        assert_eq!(carried.len(), 2);
+        // The server still takes calls until it stops: a cancel comes in for a carried job.
+        assert_eq!(jobs.cancel(&a, "cancelled by a CancelProof call"), JobState::Cancelled);
+        let kept: Vec<String> = jobs.still_carried(carried).into_iter().map(|j| j.id).collect();
+        assert_eq!(kept, [b.id.clone()], "the cancelled job went on into the next process");
+        assert_eq!(a.view().state, JobState::Cancelled);
+    }
+
+    #[test]
+    fn a_finished_proof_is_carried_and_found_by_id_and_key_in_the_next_table() {
+        let jobs = table(JobLimits::default());
+        let done = jobs.submit("done", [1; 32], Priority::Critical, request("winning-post")).unwrap().job;
+        let failed = jobs.submit("failed", [2; 32], Priority::Normal, request("window-post")).unwrap().job;
+        let (first, _) = jobs.next_job().unwrap();
+        jobs.finish(&first, Outcome::Proven { proof: vec![9; 192], partitions: 1, timings: ProofTimings::default() });
+        let (second, _) = jobs.next_job().unwrap();
+        jobs.finish(&second, Outcome::Failed("x".into()));
+        assert_eq!((first.id.as_str(), second.id.as_str()), (done.id.as_str(), failed.id.as_str()));
+        let proofs = jobs.finished_proofs();
+        assert_eq!(proofs.iter().map(|p| p.id.clone()).collect::<Vec<_>>(), [done.id.clone()]);
+        let next = JobTable::new("next".into(), JobLimits::default());
+        for proof in proofs {
+            next.resume_proof(proof);
+        }
+        let found = next.get(&done.id).unwrap().view();
+        assert_eq!((found.state, &*found.proof), (JobState::Succeeded, &[9u8; 192][..]));
+        let again = next.submit("done", [1; 32], Priority::Critical, request("winning-post")).unwrap();
+        assert!(again.existing && again.job.id == done.id);
+        // The twin: a failed job is not carried, so its key starts afresh there.
+        assert!(next.get(&failed.id).is_err());
+        assert!(!next.submit("failed", [2; 32], Priority::Normal, request("window-post")).unwrap().existing);
     }
 }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::jobs::CarriedJob;
-use crate::filecoin::VanillaRequest;
+use super::jobs::{CarriedJob, CarriedProof};
+use crate::filecoin::{ProofKind, ProofTimings, VanillaRequest};
 use crate::prover::{FaultInjection, FaultSite, Priority};
 use crate::{Error, Result};
 
@@ -111,6 +111,26 @@ pub fn drill_from_env() -> Option<FaultInjection> {
 struct Manifest {
     version: u32,
     jobs: Vec<CarriedEntry>,
+    /// Proofs finished and kept for their clients (absent from a carry of before they were).
+    #[serde(default)]
+    finished: Vec<FinishedEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FinishedEntry {
+    id: String,
+    key: String,
+    digest: String,
+    kind: ProofKind,
+    sector_size: u64,
+    /// Hex of filecoin-proofs' encoding.
+    proof: String,
+    partitions: usize,
+    /// key_load, synthesis, first_synthesis, queue, gpu, verify, total (seconds).
+    timings: [f64; 7],
+    submitted_at_ms: u64,
+    started_at_ms: u64,
+    finished_at_ms: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -127,6 +147,11 @@ struct CarriedEntry {
 
 /// Writes `jobs` to a new directory (owner-only) under `parent`; returns it.
 pub fn write_carry(parent: &Path, jobs: Vec<CarriedJob>) -> Result<PathBuf> {
+    write_carry_with_proofs(parent, jobs, Vec::new())
+}
+
+/// [`write_carry`], with the finished proofs kept for clients that have not collected them.
+pub fn write_carry_with_proofs(parent: &Path, jobs: Vec<CarriedJob>, proofs: Vec<CarriedProof>) -> Result<PathBuf> {
     let dir = parent.join(format!("snarkpipe-restart-{}-{:08x}", std::process::id(), rand::random::<u32>()));
     let io = |what: &str, e| Error::io(format!("{what} {}", dir.display()), e);
     std::fs::create_dir_all(&dir).map_err(|e| io("creating the restart's carry directory", e))?;
@@ -148,7 +173,26 @@ pub fn write_carry(parent: &Path, jobs: Vec<CarriedJob>) -> Result<PathBuf> {
             file,
         });
     }
-    let manifest = Manifest { version: FORMAT_VERSION, jobs: entries };
+    let finished = proofs
+        .into_iter()
+        .map(|p| {
+            let t = p.timings;
+            FinishedEntry {
+                id: p.id,
+                key: p.key,
+                digest: hex::encode(p.digest),
+                kind: p.kind,
+                sector_size: p.sector_size,
+                proof: hex::encode(&p.proof),
+                partitions: p.partitions,
+                timings: [t.key_load, t.synthesis, t.first_synthesis, t.queue, t.gpu, t.verify, t.total],
+                submitted_at_ms: p.submitted_at_ms,
+                started_at_ms: p.started_at_ms,
+                finished_at_ms: p.finished_at_ms,
+            }
+        })
+        .collect();
+    let manifest = Manifest { version: FORMAT_VERSION, jobs: entries, finished };
     let text = serde_json::to_vec_pretty(&manifest).map_err(|e| Error::Internal(format!("encoding the carry: {e}")))?;
     std::fs::write(dir.join(MANIFEST), text).map_err(|e| io("writing the manifest in", e))?;
     Ok(dir)
@@ -157,6 +201,11 @@ pub fn write_carry(parent: &Path, jobs: Vec<CarriedJob>) -> Result<PathBuf> {
 /// Reads the jobs a restarted daemon carries from `dir`, then removes `dir`. A directory that
 /// cannot be read is an error naming it (its jobs are not silently dropped: the files stay).
 pub fn read_carry(dir: &Path) -> Result<Vec<CarriedJob>> {
+    read_carry_with_proofs(dir).map(|(jobs, _)| jobs)
+}
+
+/// [`read_carry`], with the finished proofs it carries.
+pub fn read_carry_with_proofs(dir: &Path) -> Result<(Vec<CarriedJob>, Vec<CarriedProof>)> {
     let bad = |why: String| Error::Config(format!("the restart's carry directory {}: {why}", dir.display()));
     let text = std::fs::read(dir.join(MANIFEST)).map_err(|e| bad(format!("reading {MANIFEST}: {e}")))?;
     let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
@@ -179,8 +228,31 @@ pub fn read_carry(dir: &Path) -> Result<Vec<CarriedJob>> {
             request,
         });
     }
+    let mut proofs = Vec::with_capacity(manifest.finished.len());
+    for entry in manifest.finished {
+        let digest: [u8; 32] = hex::decode(&entry.digest)
+            .ok()
+            .and_then(|d| d.try_into().ok())
+            .ok_or_else(|| bad(format!("proof {}: digest {:?} is not 32 bytes of hex", entry.id, entry.digest)))?;
+        let proof =
+            hex::decode(&entry.proof).map_err(|e| bad(format!("proof {}: the proof is not hex: {e}", entry.id)))?;
+        let [key_load, synthesis, first_synthesis, queue, gpu, verify, total] = entry.timings;
+        proofs.push(CarriedProof {
+            id: entry.id,
+            key: entry.key,
+            digest,
+            kind: entry.kind,
+            sector_size: entry.sector_size,
+            proof,
+            partitions: entry.partitions,
+            timings: ProofTimings { key_load, synthesis, first_synthesis, queue, gpu, verify, total },
+            submitted_at_ms: entry.submitted_at_ms,
+            started_at_ms: entry.started_at_ms,
+            finished_at_ms: entry.finished_at_ms,
+        });
+    }
     std::fs::remove_dir_all(dir).map_err(|e| Error::io(format!("removing {}", dir.display()), e))?;
-    Ok(jobs)
+    Ok((jobs, proofs))
 }
 
 /// Replaces this process with a fresh run of the same binary and arguments, which reads the
@@ -245,6 +317,33 @@ mod tests {
         );
         assert_eq!(back[0].request.kind(), request("winning-post", 1).kind());
         assert_ne!(back[0].request.kind(), back[1].request.kind());
+    }
+
+    #[test]
+    fn finished_proofs_come_back_as_they_went() {
+        let parent = tempfile::tempdir().unwrap();
+        let proof = CarriedProof {
+            id: "aaaa-7".into(),
+            key: "k7".into(),
+            digest: [5; 32],
+            kind: ProofKind::WinningPost,
+            sector_size: 2048,
+            proof: (0..192u8).collect(),
+            partitions: 1,
+            timings: ProofTimings { key_load: 0.5, gpu: 0.25, total: 1.0, ..ProofTimings::default() },
+            submitted_at_ms: 10,
+            started_at_ms: 11,
+            finished_at_ms: 12,
+        };
+        let dir = write_carry_with_proofs(parent.path(), Vec::new(), vec![proof.clone()]).unwrap();
+        let (jobs, proofs) = read_carry_with_proofs(&dir).unwrap();
+        assert!(jobs.is_empty());
+        assert_eq!(proofs, [proof]);
+        // The twin: a carry of before proofs were carried reads with none.
+        let dir = write_carry(parent.path(), Vec::new()).unwrap();
+        let manifest = dir.join(MANIFEST);
+        std::fs::write(&manifest, r#"{"version":1,"jobs":[]}"#).unwrap();
+        assert!(read_carry_with_proofs(&dir).unwrap().1.is_empty());
     }
 
     #[test]

@@ -254,11 +254,24 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         args.concurrent_jobs.unwrap_or(2 * prover.device_count().max(1)),
         args.urgent_workers.unwrap_or(prover.device_count().max(1)),
     );
-    let preloaded =
-        preload_keys(&prover, &params_dir, &srs, &args.preload).and_then(|()| preload(&table, &args.preload_job));
-    if let Err(err) = preloaded {
-        table.close();
-        return Err(err);
+    if restarts.total == 0 {
+        let preloaded =
+            preload_keys(&prover, &params_dir, &srs, &args.preload).and_then(|()| preload(&table, &args.preload_job));
+        if let Err(err) = preloaded {
+            table.close();
+            return Err(err);
+        }
+    } else {
+        // After a restart the keys and jobs were checked by the first start: the new process
+        // serves at once (the carried jobs and the clients' calls wait for no preload, minutes
+        // for 32 GiB keys) and loads them again behind.
+        let (prover, params_dir, srs, table) = (prover.clone(), params_dir.clone(), srs.clone(), table.clone());
+        let (keys, jobs) = (args.preload.clone(), args.preload_job.clone());
+        let _ = std::thread::Builder::new().name("daemon-preload".into()).spawn(move || {
+            if let Err(err) = preload_keys(&prover, &params_dir, &srs, &keys).and_then(|()| preload(&table, &jobs)) {
+                tracing::error!(%err, "preloading again after the restart failed: the daemon serves on without it");
+            }
+        });
     }
     let daemon = Arc::new(ProvingDaemon {
         table: table.clone(),
@@ -400,13 +413,16 @@ fn resume_carried(table: &JobTable, restarts: Restarts) -> Result<()> {
         // Read by an earlier exec of this same environment (a restart's restart).
         return Ok(());
     }
-    let carried = restart::read_carry(&dir)?;
-    let count = carried.len();
+    let (carried, proofs) = restart::read_carry_with_proofs(&dir)?;
+    let (count, kept) = (carried.len(), proofs.len());
+    for proof in proofs.into_iter().filter(|p| !p.key.starts_with(PRELOAD_KEY_PREFIX)) {
+        table.resume_proof(proof);
+    }
     for job in carried.into_iter().filter(|j| !j.key.starts_with(PRELOAD_KEY_PREFIX)) {
         tracing::info!(job = %job.id, "carried over the restart: queued again");
         table.resume(job);
     }
-    tracing::warn!(restarts = restarts.total, carried = count, "restarted after a GPU broke");
+    tracing::warn!(restarts = restarts.total, carried = count, proofs = kept, "restarted after a GPU broke");
     Ok(())
 }
 
@@ -497,8 +513,10 @@ fn restart_now(
     why: &str,
     carried: Vec<CarriedJob>,
 ) -> Result<ShutdownSummary> {
+    // The server has stopped taking calls: a cancel it took since the carry is final now.
+    let carried = table.still_carried(carried);
     let ids: Vec<String> = carried.iter().map(|j| j.id.clone()).collect();
-    let carry = restart::write_carry(&std::env::temp_dir(), carried)?;
+    let carry = restart::write_carry_with_proofs(&std::env::temp_dir(), carried, table.finished_proofs())?;
     table.close();
     // Workers end with their jobs; one stuck in a job that did not stop (a key still loading)
     // is left to the exec, which ends every thread.
