@@ -91,3 +91,33 @@ fn a_key_chunk_is_as_large_as_the_room_allows_within_its_bounds() {
     assert_eq!(key_chunk_points(room(MIN_KEY_CHUNK_POINTS) - 1, 1 << 20), None);
     assert_eq!(key_chunk_points(0, 1 << 20), None);
 }
+
+/// The key's plan for 2^27 partitions on the cards providers own, as the CUDA device plans
+/// them: on an H200 the key stays whole beside two partitions; on an 80 GB H100 (and under a
+/// 48 GB cap) the key does not fit beside a partition and a plan is found that streams what it
+/// must; below one partition's working set the plan is refused, naming the bytes it needs.
+#[test]
+fn a_2_27_key_is_planned_on_every_card_or_refused_at_once() {
+    use snarkpipe::plan::{plan_key, KeyVectors};
+    let device = PlansLikeCuda;
+    let (shape, _) = partition(27);
+    let partition_bytes = partition_plan_bytes(&device, &shape, 27);
+    let b = shape.b_query_len();
+    let key = KeyVectors { points: [(1 << 27) - 1, shape.num_aux, shape.a_query_len(), b, b] };
+    let h200 = plan_key(LARGE_GPU_BUDGET, &key, partition_bytes, 2).unwrap();
+    assert!(h200.resident.is_all() && h200.partitions == 2, "{h200:?}");
+    // An H100's budget: 80 GiB less what the driver keeps and the 1 GiB reserve.
+    for budget in [84_000_000_000u64, 48 << 30] {
+        let plan = plan_key(budget, &key, partition_bytes, 2).unwrap();
+        assert!(!plan.resident.is_all(), "{budget}: {plan:?}");
+        let used = plan.resident_bytes(&key) + plan.partitions as u64 * plan.partition_bytes(partition_bytes);
+        assert!(used <= budget, "{budget}: {plan:?} takes {used}");
+        // One partition at a time keeps much of the key resident.
+        let one = plan_key(budget, &key, partition_bytes, 1).unwrap();
+        assert!(one.resident_bytes(&key) + one.partition_bytes(partition_bytes) <= budget, "{one:?}");
+    }
+    for cap in [32u64 << 30, 24 << 30, 16 << 30] {
+        let refused = plan_key(cap, &key, partition_bytes, 2).unwrap_err();
+        assert!(refused.needed_bytes > cap && refused.needed_bytes >= partition_bytes, "{refused:?}");
+    }
+}

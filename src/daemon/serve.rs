@@ -47,6 +47,11 @@ pub struct ServeArgs {
     /// Largest vanilla proof a submit may carry (a 32 GiB PoRep's C1 output is tens of MB).
     #[arg(long, default_value_t = 512 << 20)]
     pub max_vanilla_bytes: usize,
+    /// Cap on the device memory each device's budget plans with, in bytes or with a unit
+    /// (`24GiB`, `16GB`): to share a card, or to emulate a smaller one. Keys that do not fit
+    /// beside a partition are kept partly resident and streamed (see `snarkpipe::plan`).
+    #[arg(long, value_parser = crate::plan::parse_bytes)]
+    pub device_memory: Option<u64>,
     /// Jobs that may wait for a worker; a submit beyond it is refused.
     #[arg(long, default_value_t = JobLimits::default().max_queued)]
     pub max_queued: usize,
@@ -220,6 +225,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         devices: args.devices.clone(),
         stage_timeout: args.stage_timeout_secs.map(Duration::from_secs),
         shutdown_timeout: PROVER_STOP,
+        device_memory_bytes: args.device_memory,
         ..ProverConfig::default()
     };
     let prover = Arc::new(match restart::drill_from_env() {
