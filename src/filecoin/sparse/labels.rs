@@ -83,8 +83,8 @@ pub(super) fn sector_labels<Tree: 'static + MerkleTreeTrait, D: Domain>(
             let node_parents = &parents[&node];
             let mut parent_labels = Vec::with_capacity(BASE_DEGREE + EXP_DEGREE);
             for (i, &parent) in node_parents.iter().enumerate() {
-                let (parent, parent_layer) =
-                    if i < BASE_DEGREE { (parent as usize, layer) } else { (parent as usize, layer - 1) };
+                let parent = parent as usize;
+                let parent_layer = if i < BASE_DEGREE { layer } else { layer - 1 };
                 if parent_layer == 0 {
                     break;
                 }
