@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{after_run, prover_config, BenchArgs, BenchCircuit, BenchReport, FaultFigures, Ownership};
+use super::{after_run, host_peak_bytes, prover_config, BenchArgs, BenchCircuit, BenchReport, FaultFigures, Ownership};
 use crate::backend::faults::FaultScope;
 use crate::filecoin::{params, FilecoinProver, ProofKind, ProofTimings, ProvenKind, SynthesisFigures, VanillaRequest};
 use crate::prover::{DeviceSelection, ProofHandle, Prover};
@@ -225,6 +225,7 @@ pub fn run(args: &BenchArgs, job_path: &Path, params_dir: &Path) -> Result<Bench
         seconds_key: first_key_load_seconds,
         seconds_warm_up: 0.0,
         seconds_to_first_proof: None,
+        host_peak_bytes: host_peak_bytes(),
         staging_bytes_pinned: 0,
         warm_up_error: None,
         seconds_total,

@@ -253,6 +253,9 @@ pub struct BenchReport {
     /// what a user waits for a process's first proof, with the bench's own setup (the key,
     /// the witnesses, and the floors unless `--no-floors`) inside it.
     pub seconds_to_first_proof: Option<f64>,
+    /// The process's peak resident host memory (`VmHWM`) when the report was made: the key,
+    /// the witnesses, the staging and everything else the run held at once.
+    pub host_peak_bytes: Option<u64>,
     /// From the first submission to the last proof, after the warm-up and with the witnesses
     /// made (the stream cycles through `min(partitions, devices·(in_flight + 2))` distinct ones).
     pub seconds_total: f64,
@@ -292,6 +295,14 @@ pub struct BenchReport {
     /// With a Filecoin `--circuit`: the job's figures on snarkpipe and on bellperson.
     #[cfg(feature = "filecoin")]
     pub filecoin: Option<filecoin::FilecoinFigures>,
+}
+
+/// The process's peak resident set (`VmHWM` in `/proc/self/status`); `None` where the
+/// system does not say.
+pub(crate) fn host_peak_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    line.trim().trim_end_matches("kB").trim().parse::<u64>().ok().map(|kib| kib * 1024)
 }
 
 /// Keys resident on one device.
@@ -734,6 +745,7 @@ fn stream_on(
         seconds_key: 0.0,
         seconds_warm_up,
         seconds_to_first_proof,
+        host_peak_bytes: host_peak_bytes(),
         staging_bytes_pinned,
         warm_up_error,
         seconds_total,
@@ -972,6 +984,9 @@ pub fn describe(report: &BenchReport) -> String {
     );
     if let Some(first) = report.seconds_to_first_proof {
         out += &format!("  first proof {first:.2} s after the process started\n");
+    }
+    if let Some(peak) = report.host_peak_bytes {
+        out += &format!("  host memory peak {:.1} GiB\n", peak as f64 / (1u64 << 30) as f64);
     }
     out += &format!("  {:.3} s total, {:.3} s per partition\n", report.seconds_total, report.seconds_per_partition);
     if let Some(scaling) = &report.scaling {
