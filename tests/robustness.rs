@@ -110,6 +110,8 @@ fn the_timeline_and_the_request_list_stay_bounded() {
     let spans = prover.timeline().snapshot().spans.len();
     assert_eq!(spans, 64, "the timeline holds its capacity, no more");
     assert!(prover.timeline().dropped_spans() > 0, "80 partitions record more than 64 spans");
+    // What `held` counts (it prunes the list itself, so this says nothing of the pruning at
+    // submit: the next test does).
     let held = prover.held().unwrap();
     assert_eq!(held.unfinished_requests, 0, "{held:?}");
     // The negative twin: a request still running is remembered.
@@ -118,6 +120,37 @@ fn the_timeline_and_the_request_list_stay_bounded() {
     assert_eq!(prover.held().unwrap().unfinished_requests, 1);
     running.wait().unwrap();
     assert_eq!(prover.held().unwrap().unfinished_requests, 0);
+}
+
+/// Each submit forgets the requests that finished: with every handle still held (so nothing
+/// is freed by a drop), the list the shutdown reads holds the last request only, not all of
+/// them. Nothing here calls `held`, which prunes the list on its own and so would hide a
+/// submit that no longer does.
+#[test]
+fn each_submit_forgets_the_finished_requests() {
+    let spec = common::spec(4, 1, fresh_seed());
+    let key = spec.proving_key().unwrap();
+    let witnesses = common::partitions(&spec, 1);
+    let prover = Prover::new(cpu_config(0)).unwrap();
+    let mut handles = Vec::new();
+    for _ in 0..20 {
+        let handle =
+            prover.submit(ProofRequest::new(key.clone(), witnesses.clone(), &mut common::fresh_rng())).unwrap();
+        handle.wait().unwrap();
+        handles.push(handle);
+    }
+    let report = prover.shutdown(Shutdown::Drain);
+    assert_eq!((report.requests, report.proved), (1, 1), "finished requests piled up: {report:?}");
+    // The negative twin: requests not finished when the next is submitted are all kept (16
+    // partitions each pass through the actors in far longer than three submits take).
+    let prover = Prover::new(cpu_config(0)).unwrap();
+    let many = common::partitions(&spec, 16);
+    let waiting: Vec<_> = (0..3)
+        .map(|_| prover.submit(ProofRequest::new(key.clone(), many.clone(), &mut common::fresh_rng())).unwrap())
+        .collect();
+    let report = prover.shutdown(Shutdown::Drain);
+    assert_eq!(report.requests, 3, "{report:?}");
+    drop((handles, waiting));
 }
 
 /// A key whose delta is the point at infinity (subverted parameters) is refused at submit, with
