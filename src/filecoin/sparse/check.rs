@@ -7,7 +7,9 @@ use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_core::sector::SectorId;
-use storage_proofs_porep::stacked::{generate_replica_id, PublicInputs, StackedCompound, StackedDrg, Tau};
+use storage_proofs_porep::stacked::{
+    generate_replica_id, PublicInputs, StackedCircuit, StackedCompound, StackedDrg, Tau,
+};
 
 use crate::circuit::{SatisfactionCheck, Witness};
 use crate::filecoin::filecoin_error;
@@ -98,6 +100,19 @@ pub fn check_partition_satisfied<Tree: 'static + MerkleTreeTrait>(
     c1: &SealCommitPhase1Output<Tree>,
     k: usize,
 ) -> Result<usize> {
+    let circuit = partition_circuit(porep_config, prover_id, sector_id, c1, k)?;
+    Ok(Witness::synthesize(circuit, SatisfactionCheck::On)?.a.len())
+}
+
+/// Partition `k`'s PoRep circuit from a C1 output, as `CompoundProof::circuit_proofs` builds
+/// it.
+pub fn partition_circuit<Tree: 'static + MerkleTreeTrait>(
+    porep_config: &PoRepConfig,
+    prover_id: &[u8; 32],
+    sector_id: SectorId,
+    c1: &SealCommitPhase1Output<Tree>,
+    k: usize,
+) -> Result<StackedCircuit<Tree, DefaultPieceHasher>> {
     let inputs = public_inputs(porep_config, prover_id, sector_id, c1)?;
     let proof =
         c1.vanilla_proofs.get(k).ok_or_else(|| Error::Filecoin(format!("the C1 output has no partition {k}")))?;
@@ -109,13 +124,12 @@ pub fn check_partition_satisfied<Tree: 'static + MerkleTreeTrait>(
     };
     let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::setup(&setup)
         .map_err(|e| filecoin_error("PoRep compound setup", e))?;
-    let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::circuit(
+    <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::circuit(
         &inputs,
         Default::default(),
         proof,
         &public_params.vanilla_params,
         Some(k),
     )
-    .map_err(|e| filecoin_error(&format!("building partition {k}'s circuit"), e))?;
-    Ok(Witness::synthesize(circuit, SatisfactionCheck::On)?.a.len())
+    .map_err(|e| filecoin_error(&format!("building partition {k}'s circuit"), e))
 }

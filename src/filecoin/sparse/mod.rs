@@ -27,6 +27,7 @@ mod assembly;
 mod check;
 pub mod cli;
 mod labels;
+pub mod test_key;
 mod trees;
 
 use std::path::{Path, PathBuf};
@@ -36,7 +37,7 @@ use storage_proofs_core::api_version::{ApiFeature, ApiVersion};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
 pub use assembly::{sparse_sector, SparseSector};
-pub use check::{check_partition_satisfied, verify_vanilla};
+pub use check::{check_partition_satisfied, partition_circuit, verify_vanilla};
 
 use super::vanilla::{encode_vanilla, PorepVanilla, VanillaRequest};
 use super::{porep_config, sector_size_name, ProofKind};
