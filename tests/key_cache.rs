@@ -314,3 +314,33 @@ fn recorded_matrices_are_kept_beside_the_params_and_read_by_a_later_prover() {
         assert_nothing_held(prover, After::Requests);
     }
 }
+
+/// The key cache's bound covers a key's recorded constraint matrices as well as its vectors:
+/// the entry's host bytes grow by the matrices' once the first partition records them (before,
+/// about 13 GB of a 32 GiB PoRep's matrices lay outside every budget).
+#[test]
+fn recorded_matrices_count_in_the_key_caches_host_bytes() {
+    let mut rng = fresh_rng();
+    let steps = 40;
+    let circuit = Chain::random(&mut rng, steps);
+    let shape = shape_of(&circuit);
+    let params = setup(&circuit, &mut rng);
+    let file = write_params(&params);
+    let prover = Prover::new(ProverConfig {
+        backend: BackendKind::Cpu,
+        key_cache_host_bytes: 1 << 40,
+        constraint_matrices_beside_params: false,
+        ..ProverConfig::default()
+    })
+    .unwrap();
+    let key = prover.key_for_path(file.path(), PointCheck::Unchecked, &shape).unwrap();
+    let before = entries_of(&prover, &params.vk);
+    assert_eq!(before.len(), 1);
+    assert_eq!(before[0].bytes, key.host_bytes(), "before any partition the entry is the key's vectors");
+    prove_chains(&prover, &key, steps, 2);
+    let matrices = key.recording.matrices().expect("the first partition recorded the matrices");
+    let after = entries_of(&prover, &params.vk);
+    assert_eq!(after[0].bytes, key.host_bytes() + matrices.bytes(), "the matrices are outside the cache's bound");
+    assert_eq!(prover.key_cache_status().host_bytes, key.host_bytes() + matrices.bytes());
+    assert_nothing_held(&prover, After::Shutdown);
+}

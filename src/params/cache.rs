@@ -156,12 +156,21 @@ pub struct KeyCacheStatus {
 struct CachedKey {
     identity: KeyIdentity,
     key: Arc<ProvingKey>,
+    /// Host bytes of the key's vectors (its recorded constraint matrices come on top, once
+    /// recorded: see `held_bytes`).
     bytes: u64,
     /// The key's host vectors, page-locked for as long as it is cached.
     pins: Vec<PinLease>,
     last_used: u64,
     hits: u64,
     loads: u64,
+}
+
+impl CachedKey {
+    /// Host bytes the entry holds: the key's vectors and its recorded matrices.
+    fn held_bytes(&self) -> u64 {
+        self.bytes + self.key.recording.matrices().map_or(0, |m| m.bytes())
+    }
 }
 
 struct ColdKey {
@@ -293,9 +302,10 @@ impl KeyCache {
         keys
     }
 
-    /// Host bytes of the keys cached now.
+    /// Host bytes of the keys cached now, their recorded constraint matrices included (about
+    /// a fifth of a 32 GiB PoRep key's bytes): one bound covers both.
     pub fn host_bytes(&self) -> u64 {
-        self.entries.iter().map(|e| e.bytes).sum()
+        self.entries.iter().map(CachedKey::held_bytes).sum()
     }
 
     /// Keys cached now (cold records not counted).
@@ -315,7 +325,7 @@ impl KeyCache {
             let devices = resident_on(&e.key);
             KeyCacheEntryStatus {
                 identity: e.identity.clone(),
-                bytes: e.bytes,
+                bytes: e.held_bytes(),
                 tier: if devices.is_empty() { KeyTier::Warm } else { KeyTier::Hot },
                 devices,
                 page_locked: !e.pins.is_empty(),
