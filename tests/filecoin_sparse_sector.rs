@@ -286,3 +286,60 @@ fn the_cli_writes_a_job_file() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("32 GiB") && !stderr.contains("panicked"), "{stderr}");
 }
+
+/// §2 of issue 37 at 2 KiB: a test setup of the real PoRep circuit with known toxic waste,
+/// its `.vk` written by name into a test-key directory, judges a proof of a sparse sector made
+/// with the key in memory through filecoin-proofs' `verify_seal` (rejected for another comm_r);
+/// a directory not named for test keys is refused.
+#[test]
+#[ignore = "a Groth16 setup of the 2 KiB PoRep circuit and a bellperson proof (minutes on 2 cores); run alone, \
+            since verify_seal must read this key's .vk and caches keys per process: \
+            scripts/gpu-sparse-porep.sh (step test-key), or cargo test --test filecoin_sparse_sector -- \
+            --ignored --exact a_test_key_of_the_real_circuit_judges_a_sparse_sector"]
+fn a_test_key_of_the_real_circuit_judges_a_sparse_sector() {
+    use ff::Field;
+    use snarkpipe::filecoin::sparse::partition_circuit;
+    use snarkpipe::filecoin::sparse::test_key::{porep_test_key, TEST_KEY_DIR_MARK};
+    use snarkpipe::groth16::setup::ToxicWaste;
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join(format!("porep-2kib-{TEST_KEY_DIR_MARK}"));
+    // verify_seal reads the .vk from filecoin-proofs' parameter cache, fixed at its first use.
+    fixtures::use_cache_dir(&dir).unwrap();
+    let config = fixtures::porep_config_2kib(1).unwrap();
+    let mut rng = rand::thread_rng();
+    let mut secret = || snarkpipe::Scalar::random(&mut rng);
+    let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
+    let err =
+        porep_test_key::<SectorShape2KiB>(&config, &waste, None, scratch.path()).err().expect("unmarked").to_string();
+    assert!(err.contains(TEST_KEY_DIR_MARK), "{err}");
+    let started = std::time::Instant::now();
+    let key = porep_test_key::<SectorShape2KiB>(&config, &waste, None, &dir).unwrap();
+    eprintln!("2 KiB PoRep test setup in {:.1} s", started.elapsed().as_secs_f64());
+    assert!(key.files.vk.exists() && key.files.meta.exists() && !key.files.params.exists());
+
+    let sector: SparseSector<SectorShape2KiB> = sparse_sector(&config, rand::random()).unwrap();
+    let c1 = &sector.phase1_output;
+    let circuits = (0..c1.vanilla_proofs.len())
+        .map(|k| partition_circuit(&config, &sector.prover_id, sector.sector_id, c1, k).unwrap())
+        .collect();
+    let proofs =
+        bellperson::groth16::create_random_proof_batch(circuits, &key.params, &mut rand::thread_rng()).unwrap();
+    let bytes = snarkpipe::filecoin::engine::proofs_to_bytes(&proofs);
+    let verify = |comm_r: [u8; 32]| {
+        filecoin_proofs::verify_seal::<SectorShape2KiB>(
+            &config,
+            comm_r,
+            c1.comm_d,
+            sector.prover_id,
+            sector.sector_id,
+            c1.ticket,
+            c1.seed,
+            &bytes,
+        )
+        .unwrap_or(false)
+    };
+    assert!(verify(c1.comm_r), "verify_seal rejects a proof made with the test key");
+    let mut other = c1.comm_r;
+    other[0] ^= 1;
+    assert!(!verify(other), "verify_seal accepts the test key's proof for another comm_r");
+}
