@@ -117,10 +117,11 @@ fn read_job(args: &ProveArgs) -> Result<VanillaRequest> {
             return VanillaRequest::parse(&text).map_err(refuse);
         }
         PorepInput::FfiC1 => {
+            let miner = miner_id()?;
             let sector = args.sector_number.ok_or_else(|| {
                 refuse("filecoin-ffi's C1 output does not name its sector: give --sector-number".to_string())
             })?;
-            porep_job_from_ffi_c1(&bytes, miner_id()?, sector)
+            porep_job_from_ffi_c1(&bytes, miner, sector)
         }
         PorepInput::Envelope => porep_job_from_envelope(&bytes, miner_id()?),
     }

@@ -1,0 +1,153 @@
+//! `snarkpipe prove --kind porep` on what a node holds, as a node would call it (a process of
+//! its own): filecoin-ffi's C1 output with `--miner-id` and `--sector-number`, and the
+//! lotus-bench / Curio envelope around it with `--miner-id`, made by filecoin-proofs-api's own
+//! sealing calls (tests/node_fixtures). The proof must be accepted by filecoin-proofs-api's
+//! `verify_seal`; twins of the wrong kind, size, proof type or missing ids must be refused with
+//! a message naming what was found, before anything is proven.
+#![cfg(feature = "filecoin")]
+
+mod filecoin;
+mod node_fixtures;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use node_fixtures as node;
+use snarkpipe::filecoin::node_formats::{self, PorepInput};
+
+fn run_prove(kind: &str, input: &Path, extra: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+        .args(["prove", "--kind", kind, "--backend", "cpu", "--json", "--vanilla"])
+        .arg(input)
+        .arg("--params-dir")
+        .arg(filecoin::params_dir())
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// Runs `snarkpipe prove` expecting a refusal; its stderr, which must name every one of `words`.
+fn refused(kind: &str, input: &Path, extra: &[String], words: &[&str]) -> String {
+    let output = run_prove(kind, input, extra);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{} was proven: {stderr}", input.display());
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for word in words {
+        assert!(stderr.contains(word), "the refusal of {} does not name {word:?}: {stderr}", input.display());
+    }
+    stderr
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn ids(miner: u64, sector: Option<u64>) -> Vec<String> {
+    let mut args = vec!["--miner-id".to_string(), miner.to_string()];
+    if let Some(sector) = sector {
+        args.extend(["--sector-number".to_string(), sector.to_string()]);
+    }
+    args
+}
+
+#[test]
+fn prove_reads_filecoin_ffis_c1_output_and_the_envelope_around_it() {
+    let sector = node::sector();
+    let dir = tempfile::tempdir().unwrap();
+    let c1 = write(dir.path(), "c1.json", &sector.c1_json);
+    let envelope = write(dir.path(), "commit2-in.json", &node::envelope(sector));
+
+    // The envelope and the bare C1 output are the same job: one proof covers both.
+    let from_c1 = node_formats::porep_job_from_ffi_c1(&sector.c1_json, sector.miner_id, sector.sector_number).unwrap();
+    let from_envelope = node_formats::porep_job_from_envelope(&node::envelope(sector), sector.miner_id).unwrap();
+    assert_eq!(node_formats::job_json(&from_c1.job), node_formats::job_json(&from_envelope.job));
+    assert_eq!((from_c1.proof, from_envelope.sector_number), (node::SEAL_PROOF, sector.sector_number));
+    assert_eq!(node_formats::porep_input_format(&sector.c1_json).unwrap(), PorepInput::FfiC1);
+    assert_eq!(node_formats::porep_input_format(&node::envelope(sector)).unwrap(), PorepInput::Envelope);
+
+    let out = dir.path().join("envelope.proof");
+    let mut args = ids(sector.miner_id, None);
+    args.extend(["--out".to_string(), out.display().to_string()]);
+    let output = run_prove("porep", &envelope, &args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let proof = std::fs::read(&out).unwrap();
+    assert!(node::verify_seal(sector, &proof, sector.sector_number), "filecoin-proofs-api rejects the proof");
+    assert!(!node::verify_seal(sector, &proof, sector.sector_number + 1), "verified for another sector");
+    let mut flipped = proof.clone();
+    flipped[100] ^= 0x10;
+    assert!(!node::verify_seal(sector, &flipped, sector.sector_number), "a flipped bit verified");
+
+    // The bare C1 output needs both ids, and a sector number other than the envelope's is refused.
+    refused("porep", &c1, &[], &["--miner-id"]);
+    refused("porep", &c1, &ids(sector.miner_id, None), &["--sector-number"]);
+    let other_sector = ids(sector.miner_id, Some(sector.sector_number + 1));
+    refused("porep", &envelope, &other_sector, &["--sector-number", "envelope"]);
+}
+
+/// The bare C1 output, of the other interactive seal proof (V1, API 1.0.0): its porep id and
+/// API version come from the registered proof, and filecoin-proofs-api accepts the proof.
+#[test]
+fn prove_reads_a_bare_c1_output_of_the_first_seal_proof_version() {
+    let sector = node::sector_of(filecoin_proofs_api::RegisteredSealProof::StackedDrg2KiBV1);
+    let dir = tempfile::tempdir().unwrap();
+    let c1 = write(dir.path(), "c1.json", &sector.c1_json);
+    let out = dir.path().join("c1.proof");
+    let mut args = ids(sector.miner_id, Some(sector.sector_number));
+    args.extend(["--out".to_string(), out.display().to_string()]);
+    let output = run_prove("porep", &c1, &args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let proof = std::fs::read(&out).unwrap();
+    assert!(node::verify_seal(sector, &proof, sector.sector_number), "filecoin-proofs-api rejects the proof");
+    assert!(!node::verify_seal(sector, &proof, sector.sector_number + 1), "verified for another sector");
+    let mut flipped = proof.clone();
+    flipped[7] ^= 0x01;
+    assert!(!node::verify_seal(sector, &flipped, sector.sector_number), "a flipped bit verified");
+}
+
+#[test]
+fn inputs_of_the_wrong_kind_size_or_proof_type_are_refused_naming_what_they_are() {
+    let sector = node::sector();
+    let dir = tempfile::tempdir().unwrap();
+    let c1: serde_json::Value = serde_json::from_slice(&sector.c1_json).unwrap();
+    let with = |change: &dyn Fn(&mut serde_json::Value)| {
+        let mut value = c1.clone();
+        change(&mut value);
+        serde_json::to_vec(&value).unwrap()
+    };
+    let args = ids(sector.miner_id, Some(sector.sector_number));
+
+    let envelope = write(dir.path(), "envelope.json", &node::envelope(sector));
+    refused("window-post", &envelope, &[], &["lotus-bench's envelope", "window-post"]);
+    let bare = write(dir.path(), "bare.json", &sector.c1_json);
+    refused("snap", &bare, &[], &["filecoin-ffi", "snap"]);
+
+    let big = write(dir.path(), "32g.json", &with(&|v| v["registered_proof"] = "StackedDrg32GiBV1_1".into()));
+    refused("porep", &big, &args, &["StackedDrg32GiBV1_1", "32 GiB", "StackedDrg2KiBV1"]);
+    let synthetic = write(
+        dir.path(),
+        "synth.json",
+        &with(&|v| v["registered_proof"] = "StackedDrg2KiBV1_1_Feat_SyntheticPoRep".into()),
+    );
+    refused("porep", &synthetic, &args, &["StackedDrg2KiBV1_1_Feat_SyntheticPoRep", "synthetic"]);
+    let ni = write(
+        dir.path(),
+        "ni.json",
+        &with(&|v| v["registered_proof"] = "StackedDrg2KiBV1_2_Feat_NonInteractivePoRep".into()),
+    );
+    refused("porep", &ni, &args, &["NonInteractivePoRep", "non-interactive"]);
+    let unknown = write(dir.path(), "unknown.json", &with(&|v| v["registered_proof"] = "StackedDrg4KiBV1".into()));
+    refused("porep", &unknown, &args, &["StackedDrg4KiBV1"]);
+
+    use base64::Engine as _;
+    let phase1 = base64::engine::general_purpose::STANDARD.encode(&sector.c1_json);
+    let wrong_size = serde_json::json!({ "SectorNum": 1, "Phase1Out": phase1, "SectorSize": 34359738368u64 });
+    let wrong_size = write(dir.path(), "wrong-size.json", &serde_json::to_vec(&wrong_size).unwrap());
+    refused("porep", &wrong_size, &ids(1, None), &["SectorSize 34359738368", "32 GiB", "2 KiB"]);
+    let not_base64 = serde_json::json!({ "SectorNum": 1, "Phase1Out": "%%%", "SectorSize": 2048 });
+    let not_base64 = write(dir.path(), "not-base64.json", &serde_json::to_vec(&not_base64).unwrap());
+    refused("porep", &not_base64, &ids(1, None), &["base64"]);
+    let other = write(dir.path(), "other.json", br#"{"SectorNumber": 1, "Proof": "x"}"#);
+    refused("porep", &other, &ids(1, Some(1)), &["SectorNumber", "Proof"]);
+}
