@@ -93,7 +93,7 @@ impl StageLogic for Admission {
                 evaluate_on_host(job)?;
                 pipeline.evict_idle_keys_for(bytes);
                 job.grant = Some(wait(pipeline.budget.request_ranked(bytes, rank)?, bytes, "a partition")?);
-                job.admission = Some(pipeline.line.admit());
+                job.admission = Some(pipeline.line.admit_ranked(job.request.priority as u8));
                 return Ok(());
             }
             KeyHold::Resident(resident) => resident,
@@ -135,7 +135,7 @@ impl StageLogic for Admission {
         );
         job.resident_key = Some(resident);
         job.grant = Some(wait(pipeline.budget.request_ranked(plan, rank)?, plan, "a partition")?);
-        job.admission = Some(pipeline.line.admit());
+        job.admission = Some(pipeline.line.admit_ranked(job.request.priority as u8));
         Ok(())
     }
 }

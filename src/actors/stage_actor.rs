@@ -62,7 +62,8 @@ impl<S: StageLogic> StageActor<S> {
         let threads = match S::THREADS {
             Threads::One => 1,
             Threads::PerWorker => workers.max(1),
-            Threads::PerPartitionInFlight => in_flight.max(1),
+            // The partitions in flight, and the urgent ones the in-flight bound lets past it.
+            Threads::PerPartitionInFlight => in_flight.max(1) + crate::request::URGENT_IN_FLIGHT_RESERVE,
         };
         let next_worker = Arc::new(AtomicUsize::new(0));
         SyncArbiter::start(threads, move || StageActor {

@@ -144,41 +144,51 @@ pub struct NoPlanFits {
 
 /// Plans `key` on a device of `capacity` bytes whose partitions of the key need
 /// `partition_plan` bytes each (with the device's shortest MSM pass), for up to `partitions`
-/// of them at once (the device's workers: one partition's uploads overlap another's compute).
+/// of them at once (the device's workers).
 ///
-/// The plan keeps the most partitions at once that fit (down to one), then the most
-/// resident bytes beside them: every vector when they fit, else the subset of vectors with the
-/// most bytes that fits beside the partitions' working sets and their full-sized chunk buffers.
-/// Among subsets of equal bytes, G1 vectors stay before the G2 one, whose longer MSM hides its
-/// chunks' copies better. With nothing resident the chunks shrink to what fits, down to
-/// [`MIN_KEY_CHUNK_POINTS`]; below that no plan fits.
+/// The plan keeps the most of the key resident that fits beside at least one partition: the
+/// whole key where it fits, else the subset of vectors with the most bytes that fits beside the
+/// partitions' working sets and their chunk buffers. Only then does it take more partitions at
+/// once, as ties allow (the whole key beside every worker's partition, when that fits). On an
+/// H100 one 2^26 or 2^27 partition with part of the key resident proved faster than two with
+/// the key streamed whole (BENCHMARKS.md, keys on the cards providers own): each streamed byte
+/// crosses PCIe once per partition. Among subsets of equal bytes, G1 vectors stay before the G2
+/// one, whose longer MSM hides its chunks' copies better; then the longest chunks win. With
+/// nothing resident the chunks shrink to what fits, down to [`MIN_KEY_CHUNK_POINTS`]; below
+/// that no plan fits.
 pub fn plan_key(capacity: u64, key: &KeyVectors, partition_plan: u64, partitions: usize) -> Result<KeyPlan, NoPlanFits> {
-    for n in (1..=partitions.max(1) as u64).rev() {
-        if key.set_bytes(VectorSet::ALL).saturating_add(n.saturating_mul(partition_plan)) <= capacity {
-            return Ok(KeyPlan { resident: VectorSet::ALL, chunk_points: None, partitions: n as usize });
+    // Best first: most resident bytes, then most partitions, then the fewest G2 bytes
+    // resident, then the longest chunks.
+    let mut best: Option<((u64, u64, bool, usize), KeyPlan)> = None;
+    let mut consider = |score: (u64, u64, bool, usize), plan: KeyPlan| {
+        if best.as_ref().is_none_or(|(best_score, _)| score > *best_score) {
+            best = Some((score, plan));
         }
-        // Subsets that leave something to stream, best first: most resident bytes, then the
-        // fewest G2 bytes resident, then the longest chunks.
-        let mut best: Option<((u64, bool, usize), KeyPlan)> = None;
+    };
+    for n in 1..=partitions.max(1) as u64 {
+        let whole = key.set_bytes(VectorSet::ALL);
+        if whole.saturating_add(n.saturating_mul(partition_plan)) <= capacity {
+            consider((whole, n, true, usize::MAX), KeyPlan { resident: VectorSet::ALL, chunk_points: None, partitions: n as usize });
+            continue;
+        }
         for mask in 0..VectorSet::ALL.0 {
             let resident = VectorSet(mask);
-            let resident_bytes = key.set_bytes(resident);
             let Some(chunk) = chunk_beside(capacity, key, resident, partition_plan, n) else { continue };
-            let score = (resident_bytes, !resident.contains(KeyVector::BG2), chunk);
-            if best.as_ref().is_none_or(|(best_score, _)| score > *best_score) {
-                best = Some((score, KeyPlan { resident, chunk_points: Some(chunk), partitions: n as usize }));
-            }
-        }
-        if let Some((_, plan)) = best {
-            return Ok(plan);
-        }
-        // Nothing resident and smaller chunks, as many as fit in each partition's share.
-        let share = capacity / n;
-        if let Some(chunk) = key_chunk_points(share.saturating_sub(partition_plan), key.longest_in(VectorSet::ALL)) {
-            return Ok(KeyPlan { resident: VectorSet::NONE, chunk_points: Some(chunk), partitions: n as usize });
+            let score = (key.set_bytes(resident), n, !resident.contains(KeyVector::BG2), chunk);
+            consider(score, KeyPlan { resident, chunk_points: Some(chunk), partitions: n as usize });
         }
     }
-    Err(NoPlanFits { needed_bytes: partition_plan + key_chunk_bytes(MIN_KEY_CHUNK_POINTS), capacity_bytes: capacity })
+    if let Some((_, plan)) = best {
+        return Ok(plan);
+    }
+    // Nothing resident and chunks shorter than an eighth of a vector: one partition.
+    match key_chunk_points(capacity.saturating_sub(partition_plan), key.longest_in(VectorSet::ALL)) {
+        Some(chunk) => Ok(KeyPlan { resident: VectorSet::NONE, chunk_points: Some(chunk), partitions: 1 }),
+        None => Err(NoPlanFits {
+            needed_bytes: partition_plan + key_chunk_bytes(MIN_KEY_CHUNK_POINTS),
+            capacity_bytes: capacity,
+        }),
+    }
 }
 
 /// The chunks a key's streamed vectors pass through: up to the longest of them (within
@@ -216,10 +226,12 @@ mod tests {
         let total = k.set_bytes(VectorSet::ALL);
         let plan = plan_key(total + 2 * 5000, &k, 5000, 2).unwrap();
         assert_eq!(plan, KeyPlan { resident: VectorSet::ALL, chunk_points: None, partitions: 2 });
-        // The twin one byte short keeps two partitions and streams the smallest vector that
-        // frees enough room, not the whole key.
+        // The twin one byte short keeps the whole key resident, beside one partition.
         let plan = plan_key(total + 2 * 5000 - 1, &k, 5000, 2).unwrap();
-        assert_eq!(plan.partitions, 2);
+        assert_eq!(plan, KeyPlan { resident: VectorSet::ALL, chunk_points: None, partitions: 1 });
+        // Short of room for the key beside even one partition, the smallest vector that frees
+        // enough room streams, not the whole key.
+        let plan = plan_key(total + 5000 - 1, &k, 5000, 2).unwrap();
         assert!(!plan.resident.is_all() && !plan.resident.is_empty(), "{plan:?}");
     }
 
@@ -239,20 +251,26 @@ mod tests {
                 let used = plan.resident_bytes(&k) + plan.partitions as u64 * plan.partition_bytes(partition);
                 assert!(used <= capacity, "{plan:?} takes {used} of {capacity}");
                 assert!((1..=partitions).contains(&plan.partitions));
+                // The same resident vectors did not fit beside one more partition, even with
+                // the shortest chunks.
                 if plan.partitions < partitions {
-                    let one_more = (plan.partitions as u64 + 1) * (partition + key_chunk_bytes(MIN_KEY_CHUNK_POINTS));
-                    assert!(one_more > capacity, "{plan:?}: one more partition would fit in {capacity}");
+                    let chunks = match plan.resident.is_all() {
+                        true => 0,
+                        false => key_chunk_bytes(chunk_range(&k, plan.resident.complement()).0),
+                    };
+                    let more = plan.resident_bytes(&k) + (plan.partitions as u64 + 1) * (partition + chunks);
+                    assert!(more > capacity, "{plan:?}: one more partition would fit in {capacity}");
                 }
                 assert_eq!(plan.chunk_points.is_none(), plan.resident.is_all());
-                // No larger set (one more vector) would have fitted beside the same
-                // partitions, each with the shortest chunk buffers that set may stream with.
+                // No larger set (one more vector) would have fitted beside one partition with
+                // the shortest chunk buffers that set may stream with.
                 for v in plan.resident.complement().iter() {
                     let more = plan.resident.with(v);
                     let chunks = match more.is_all() {
                         true => 0,
                         false => key_chunk_bytes(chunk_range(&k, more.complement()).0),
                     };
-                    let bytes = k.set_bytes(more) + plan.partitions as u64 * (partition + chunks);
+                    let bytes = k.set_bytes(more) + partition + chunks;
                     assert!(bytes > capacity, "{plan:?}: {v:?} would fit too in {capacity}");
                 }
             }
