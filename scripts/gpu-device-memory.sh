@@ -14,7 +14,10 @@
 # Build first, here, from a worktree of the commit (see ../shared/GPU.md), .cuda linked in:
 #   SNARKPIPE_REQUIRE_NVCC=1 CARGO_TARGET_DIR=<dir> cargo build --release --bin snarkpipe
 #   mkdir -p .gpu && cp <dir>/release/snarkpipe .gpu/ && strip .gpu/snarkpipe
-# Env: STEPS (default "verify s26 s27"), CAP_S (seconds per run, default 240).
+# Env: STEPS (default "verify s26 s27"), CAP_S (seconds per run, default 240), S26_CAPS (default
+# "none 48GiB 32GiB 24GiB 16GiB"), H100_CAP (on a larger card, e.g. an H200, the cap that
+# emulates an 80 GB H100 in the s27 runs: 79GiB, the free memory of an H100 at start), S27_RUNS
+# (default "hung-before one-worker 48GiB"; 48GiB takes no H100_CAP).
 # Writes $OUT/results.tgz (every run's .json, .log and memory samples) and $OUT/summary.txt.
 set -u
 out=${OUT:-out}; mkdir -p "$out/runs"
@@ -68,7 +71,7 @@ for step in ${STEPS:-verify s26 s27}; do
           --no-floors "${capflag[@]}" || status=1
       done ;;
     s26)
-      for cap in none 48GiB 32GiB 24GiB 16GiB; do
+      for cap in ${S26_CAPS:-none 48GiB 32GiB 24GiB 16GiB}; do
         capflag=(); [ "$cap" = none ] || capflag=(--device-memory "$cap")
         # 16 GiB is below a 2^26 partition's plan (25.2 GB): the run must end at once, refused.
         run "s26-$cap" --staging in-place --keys random --witness bits --log-n 26 --partitions 4 --workers 2 \
@@ -76,9 +79,15 @@ for step in ${STEPS:-verify s26 s27}; do
       done ;;
     s27)
       common=(--staging in-place --keys random --witness bits --log-n 27 --partitions 4 --in-flight 2 --witnesses 2 --prepin-witnesses)
-      run s27-hung-before "${common[@]}" --workers 2 || status=1
-      run s27-one-worker "${common[@]}" --workers 1 --no-floors || status=1
-      run s27-48GiB "${common[@]}" --workers 2 --no-floors --device-memory 48GiB || status=1 ;;
+      [ -n "${H100_CAP:-}" ] && common+=(--device-memory "$H100_CAP")
+      for r in ${S27_RUNS:-hung-before one-worker 48GiB}; do
+        case $r in
+          hung-before) run s27-hung-before "${common[@]}" --workers 2 || status=1 ;;
+          one-worker) run s27-one-worker "${common[@]}" --workers 1 --no-floors || status=1 ;;
+          # (not with H100_CAP: one cap a run)
+          48GiB) run s27-48GiB "${common[@]}" --workers 2 --no-floors --device-memory 48GiB || status=1 ;;
+        esac
+      done ;;
   esac
 done
 tar czf "$out/results.tgz" -C "$out" runs
