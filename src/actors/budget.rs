@@ -378,7 +378,7 @@ mod tests {
         let first = budget.request(60).unwrap().wait().unwrap();
         let mut big = budget.request(70).unwrap();
         let mut small = budget.request(10).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        budget.report().unwrap(); // a barrier: the actor has handled every message sent before it
         assert!(big.try_take().is_none(), "70 bytes were granted beside 60 of 100");
         assert!(small.try_take().is_none(), "a later small request jumped the queue");
         drop(first);
@@ -399,12 +399,12 @@ mod tests {
         let first_normal = budget.request_ranked(50, 1).unwrap();
         let mut second_normal = budget.request_ranked(50, 1).unwrap();
         let critical = budget.request_ranked(50, 3).unwrap();
-        std::thread::sleep(Duration::from_millis(30));
+        budget.report().unwrap(); // a barrier: the actor has handled every message sent before it
         assert_eq!(budget.report().unwrap().waiting, 3);
         drop(held);
         let critical = critical.wait().unwrap();
         let first_normal = first_normal.wait().unwrap();
-        std::thread::sleep(Duration::from_millis(30));
+        budget.report().unwrap(); // a barrier: the actor has handled every message sent before it
         // The twin: within a rank, arrival order, and nothing beyond capacity.
         assert!(second_normal.try_take().is_none(), "a third grant of 50 beside 100 granted");
         drop((critical, first_normal));
@@ -453,7 +453,7 @@ mod tests {
         let _held = budget.request(60).unwrap().wait().unwrap();
         let gives_up = budget.request(70).unwrap();
         let behind = budget.request(10).unwrap();
-        std::thread::sleep(Duration::from_millis(30));
+        budget.report().unwrap(); // a barrier: the actor has handled every message sent before it
         assert_eq!(budget.report().unwrap().waiting, 2);
         // The 70 bytes can only come once the 60 are back; the 10 behind them fit now, and
         // must not wait for room the requester that gave up will never use.
@@ -468,7 +468,7 @@ mod tests {
         // The twin: a request that did not give up still holds its place at the head.
         let mut head = budget.request(50).unwrap();
         let mut after = budget.request(5).unwrap();
-        std::thread::sleep(Duration::from_millis(30));
+        budget.report().unwrap(); // a barrier: the actor has handled every message sent before it
         assert!(head.try_take().is_none() && after.try_take().is_none(), "FIFO order must hold");
     }
 }
