@@ -742,7 +742,10 @@ fn winning_post_key_and_plan() -> (u64, u64) {
 async fn a_preloaded_key_that_fills_the_capped_device_still_proves() {
     let fixture = tokio::task::block_in_place(|| Fixture::of(ProofKind::WinningPost));
     let (key_bytes, plan) = tokio::task::block_in_place(winning_post_key_and_plan);
-    let cap = (key_bytes + plan / 2).to_string();
+    // The budget is the cap less the reserve, which takes half of a device this small (the
+    // reserve is at most half the memory): twice the budget wanted, the key and half a plan.
+    let budget = key_bytes + plan / 2;
+    let cap = (2 * budget).to_string();
     let dir = tempfile::tempdir().unwrap();
     let daemon = tokio::task::block_in_place(|| {
         Daemon::start(&dir.path().join("d.sock"), &["--preload", "winning-post-2k", "--device-memory", &cap])
@@ -752,13 +755,19 @@ async fn a_preloaded_key_that_fills_the_capped_device_still_proves() {
     let request = pb::ProveRequest { submit: Some(fixture.submit("beside-its-key")), timeout_ms: 10 * 60 * 1000 };
     let result = client.prove(request).await.unwrap().into_inner();
     fixture.check_proof(&result);
+    // GetStatus says how the key is held: partly resident, within the cap.
+    let gpu = status(&mut client).await.gpus.remove(0);
+    assert_eq!(gpu.memory_budget_bytes, budget, "{gpu:?}");
+    let held = gpu.key_residency.first().unwrap_or_else(|| panic!("no key resident after the preload: {gpu:?}"));
+    assert!(!held.resident.is_empty() && !held.streamed.is_empty(), "{held:?}");
+    assert!(held.resident_bytes + plan <= gpu.memory_budget_bytes, "{held:?}");
     daemon.signal("TERM");
     let (exit, _) = tokio::task::block_in_place(|| daemon.wait());
     assert!(exit.success());
 
     // The twin below every plan: the same proof is refused with the bytes it lacks, and the
     // daemon goes on serving.
-    let small = (plan / 2).to_string();
+    let small = plan.to_string();
     let daemon =
         tokio::task::block_in_place(|| Daemon::start(&dir.path().join("s.sock"), &["--device-memory", &small]));
     let mut client = daemon.client().await;

@@ -291,6 +291,18 @@ impl ProvingDaemon {
                         .filter(|(_, devices)| devices.contains(&d.ordinal))
                         .map(|(id, _)| id.clone())
                         .collect(),
+                    memory_budget_bytes: d.memory_budget_bytes,
+                    key_residency: d
+                        .keys
+                        .iter()
+                        .map(|k| pb::KeyResidency {
+                            resident: k.resident.iter().map(|v| v.to_string()).collect(),
+                            streamed: k.streamed.iter().map(|v| v.to_string()).collect(),
+                            resident_bytes: k.resident_bytes,
+                            chunk_points: k.chunk_points.unwrap_or(0) as u64,
+                            partitions: k.partitions as u32,
+                        })
+                        .collect(),
                 }
             })
             .collect();
