@@ -4,8 +4,9 @@
 //! (the stage list is in [`stage`]; `actors.md` has the messages, ownership and failure paths):
 //!
 //! ```text
-//!  request ─► admission ─► pin ─► htod ─► ntt ─► msm ─► dtoh ─► assemble ─► verify ─► proof
-//!             (grant)   (page-lock) (copy) (h = (ab−c)/Z) (G1, G2) (copy)  (A, B, C) (pairing)
+//!  request ─► synthesize ─► admission ─► pin ─► htod ─► ntt ─► msm ─► dtoh ─► assemble ─► verify ─► proof
+//!             (circuit →    (device      (page- (copy   (quo-  (G1,   (copy   (A, B, C)   (pairing)
+//!             witness)      memory)      lock)  in)     tient) G2)    out)
 //! ```
 //!
 //! The actors reach the GPU through one seam, [`backend::Device`], implemented by a CPU
