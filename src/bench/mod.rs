@@ -35,6 +35,7 @@ use crate::backend::faults::FaultScope;
 use crate::backend::BackendKind;
 use crate::error::{Error, Result};
 use crate::groth16::verify;
+pub(crate) use crate::memory::host_peak_bytes;
 use crate::memory::{PinLease, PinnedPool};
 use crate::prover::{CircuitRequest, DeviceSelection, FaultInjection, ProofRequest, Prover, ProverConfig, Shutdown};
 use crate::synthetic::{KeyKind, SyntheticSpec, WitnessProfile};
@@ -295,14 +296,6 @@ pub struct BenchReport {
     /// With a Filecoin `--circuit`: the job's figures on snarkpipe and on bellperson.
     #[cfg(feature = "filecoin")]
     pub filecoin: Option<filecoin::FilecoinFigures>,
-}
-
-/// The process's peak resident set (`VmHWM` in `/proc/self/status`); `None` where the
-/// system does not say.
-pub(crate) fn host_peak_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
-    line.trim().trim_end_matches("kB").trim().parse::<u64>().ok().map(|kib| kib * 1024)
 }
 
 /// Keys resident on one device.

@@ -45,6 +45,18 @@ pub struct ProveArgs {
     /// Print one JSON object on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// For tests and benchmarks of PoRep at sizes whose published key is not at hand: make a
+    /// key of the job's real circuit by a test setup with fresh toxic waste (anyone who knew
+    /// it could forge proofs), hold it in memory, and write only its `.vk` and `.meta` into
+    /// `--params-dir`, whose name must contain `test-setup-known-toxic-waste` (so that no
+    /// node's parameter directory gets them). filecoin-proofs' verifier judges the proof with
+    /// that `.vk`.
+    #[arg(long)]
+    pub test_setup: bool,
+    /// Cap on the device memory each device's budget plans with, in bytes or with a unit
+    /// (`24GiB`): emulates a smaller card on a larger one.
+    #[arg(long, value_parser = crate::plan::parse_bytes)]
+    pub device_memory: Option<u64>,
 }
 
 /// What `snarkpipe prove` reports.
@@ -59,17 +71,52 @@ pub struct ProveReport {
     /// filecoin-proofs' verifier accepted the proof (a rejected one is an error instead).
     pub verified: bool,
     pub seconds: ProofTimings,
+    /// The test setup's figures, with `--test-setup`.
+    pub test_setup: Option<TestSetupFigures>,
+    /// The process's peak resident host memory (`VmHWM`), key and synthesis included.
+    pub host_peak_bytes: Option<u64>,
+    /// Each device's memory budget and how the key was held on it.
+    pub devices: Vec<crate::prover::DeviceStatus>,
+}
+
+/// What `--test-setup` made and how long it took.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TestSetupFigures {
+    /// Wall seconds of the setup, and of recording the constraint matrices beside it.
+    pub setup_seconds: f64,
+    pub record_seconds: f64,
+    /// The `.vk` written, by filecoin-proofs' name.
+    pub vk: PathBuf,
+    /// Host bytes of the key's points.
+    pub key_host_bytes: u64,
 }
 
 /// Proves the vanilla file's job, verifies it and writes the proof bytes.
 pub fn prove(args: &ProveArgs) -> Result<ProveReport> {
+    if args.test_setup {
+        test_key_dir(args)?;
+    }
     // filecoin-proofs reads its settings once: point them at the directory first.
     let params_dir = params::use_parameter_dir(&args.params_dir)?;
     let job = read_job(args)?;
     job.expect_kind(args.kind, &args.vanilla)?;
-    let prover = Prover::new(ProverConfig { backend: args.backend, ..ProverConfig::default() })?;
+    let config =
+        ProverConfig { backend: args.backend, device_memory_bytes: args.device_memory, ..ProverConfig::default() };
+    let prover = Prover::new(config)?;
     let check = if args.check_points { PointCheck::Checked } else { PointCheck::Unchecked };
-    let proven = FilecoinProver::with_params_dir(&prover, &params_dir)?.point_check(check).prove_job(&job)?;
+    let mut filecoin = FilecoinProver::with_params_dir(&prover, &params_dir)?.point_check(check);
+    let mut test_setup = None;
+    if args.test_setup {
+        let held = test_key(&prover, &job, &params_dir)?;
+        test_setup = Some(TestSetupFigures {
+            setup_seconds: held.setup_seconds,
+            record_seconds: held.record_seconds,
+            vk: held.files.vk.clone(),
+            key_host_bytes: held.key.host_bytes(),
+        });
+        filecoin = filecoin.with_held_key(held.files.params, held.key);
+    }
+    let proven = filecoin.prove_job(&job)?;
     let out = args.out.clone().unwrap_or_else(|| args.vanilla.with_extension("proof"));
     std::fs::write(&out, &proven.bytes).map_err(|e| Error::io(format!("writing the proof to {}", out.display()), e))?;
     Ok(ProveReport {
@@ -81,7 +128,58 @@ pub fn prove(args: &ProveArgs) -> Result<ProveReport> {
         constraints_per_partition: proven.constraints,
         verified: true,
         seconds: proven.timings,
+        test_setup,
+        host_peak_bytes: crate::memory::host_peak_bytes(),
+        devices: prover.device_status(),
     })
+}
+
+/// `--test-setup`'s checks before anything is read or made: a PoRep job, and a directory
+/// named for test keys (made if missing, so that the check comes first).
+fn test_key_dir(args: &ProveArgs) -> Result<()> {
+    use super::sparse::test_key::TEST_KEY_DIR_MARK;
+    if args.kind != ProofKind::Porep {
+        return Err(Error::Config(format!("--test-setup makes PoRep keys only, not {} keys", args.kind)));
+    }
+    let marked = args.params_dir.file_name().is_some_and(|name| name.to_string_lossy().contains(TEST_KEY_DIR_MARK));
+    if !marked {
+        return Err(Error::Config(format!(
+            "--test-setup writes a key with known toxic waste, so its --params-dir must be a directory of its own \
+             whose name contains {TEST_KEY_DIR_MARK:?}, never a node's parameter directory (not {})",
+            args.params_dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&args.params_dir)
+        .map_err(|e| Error::io(format!("creating {}", args.params_dir.display()), e))
+}
+
+/// The test key of `job`'s PoRep circuit, its fixed-base multiplications on the prover's
+/// first device (the host's cores on the CPU backend), with fresh toxic waste.
+fn test_key(
+    prover: &Prover,
+    job: &VanillaRequest,
+    dir: &std::path::Path,
+) -> Result<super::sparse::test_key::HeldTestKey> {
+    use super::sparse::test_key::held_porep_test_key;
+    use crate::groth16::setup::ToxicWaste;
+    use ff::Field;
+    let VanillaRequest::Porep(p) = job else {
+        return Err(Error::Config(format!("--test-setup makes PoRep keys only, not {} keys", job.kind())));
+    };
+    let config = super::porep_config(p.sector_size, p.porep_id, job.api_version()?, p.partitions)?;
+    let mut rng = rand::rngs::OsRng;
+    let mut secret = || loop {
+        let x = crate::Scalar::random(&mut rng);
+        if !bool::from(x.is_zero()) {
+            break x;
+        }
+    };
+    let waste = ToxicWaste { alpha: secret(), beta: secret(), gamma: secret(), delta: secret(), tau: secret() };
+    let device = match prover.backend() {
+        BackendKind::Cuda => prover.devices().first().map(|d| d.as_ref()),
+        _ => None,
+    };
+    crate::with_sector_shape!(p.sector_size, Tree => held_porep_test_key::<Tree>(&config, &waste, device, dir))
 }
 
 /// The job `--vanilla` names: snarkpipe's job file, or for PoRep a node's C1 output or its
@@ -142,7 +240,7 @@ pub fn describe(report: &ProveReport) -> String {
     format!(
         "{kind}: {partitions} partition(s) of {constraints} constraints on {backend:?}, verified by filecoin-proofs\n\
          proof: {out} ({bytes} bytes)\n\
-         seconds: queue {queue:.3}, key load {key:.3}, synthesis {synth:.3}, gpu {gpu:.3}, verify {verify:.3}, total {total:.3}\n",
+         seconds: queue {queue:.3}, key load {key:.3}, synthesis {synth:.3}, gpu {gpu:.3}, verify {verify:.3}, total {total:.3}\n{setup}",
         kind = report.kind,
         partitions = report.partitions,
         constraints = report.constraints_per_partition,
@@ -155,6 +253,15 @@ pub fn describe(report: &ProveReport) -> String {
         gpu = t.gpu,
         verify = t.verify,
         total = t.total,
+        setup = match &report.test_setup {
+            Some(s) => format!(
+                "test setup (known toxic waste, tests only): {:.1} s, matrices recorded beside it in {:.1} s; .vk at {}\n",
+                s.setup_seconds,
+                s.record_seconds,
+                s.vk.display()
+            ),
+            None => String::new(),
+        },
     )
 }
 

@@ -144,6 +144,9 @@ pub struct FilecoinProver<'p> {
     bellperson: bool,
     synthesis_figures: bool,
     submitted: Option<&'p (dyn Fn(&ProofHandle) + Sync)>,
+    /// Keys held in memory in place of `.params` files, by the path the file would have
+    /// ([`Self::with_held_key`]).
+    held: Vec<(PathBuf, Arc<ProvingKey>)>,
 }
 
 impl<'p> FilecoinProver<'p> {
@@ -158,6 +161,7 @@ impl<'p> FilecoinProver<'p> {
             bellperson: false,
             synthesis_figures: false,
             submitted: None,
+            held: Vec::new(),
         }
     }
 
@@ -218,6 +222,22 @@ impl<'p> FilecoinProver<'p> {
 
     pub fn params_dir(&self) -> &Path {
         &self.params_dir
+    }
+
+    /// Proves the circuit whose `.params` file would be `params` with `key`, held in memory,
+    /// instead of reading the file (which need not exist): a test setup's key
+    /// ([`super::sparse::test_key`]), too large for the disk at 32 GiB. The `.vk` beside that
+    /// path must still be the key's, since filecoin-proofs' verifier reads it by name; the
+    /// key's shape is checked against each proof's circuits as a file's is. Proofs of such a
+    /// key are proven on the pipeline only (not on bellperson's reference path).
+    pub fn with_held_key(mut self, params: PathBuf, key: Arc<ProvingKey>) -> Self {
+        self.held.retain(|(path, _)| path != &params);
+        self.held.push((params, key));
+        self
+    }
+
+    fn held_key(&self, files: &ParamFiles) -> Option<&Arc<ProvingKey>> {
+        self.held.iter().find(|(path, _)| path == &files.params).map(|(_, key)| key)
     }
 
     /// Proves the job a vanilla file holds, whatever its kind and sector size.
@@ -588,6 +608,14 @@ impl<'p> FilecoinProver<'p> {
     /// matrices an earlier process kept beside the file give (their shape, their matrices).
     /// Also the seconds spent reading those matrices and the file (zero on a cache hit).
     fn known_key(&self, files: &ParamFiles) -> Result<(Option<KnownKey>, f64)> {
+        if let Some(key) = self.held_key(files) {
+            files.check(&key.vk)?;
+            // A held key without recorded matrices is found by the first partition's shape.
+            if let Some(constraints) = key.recording.matrices().map(|m| m.num_constraints()) {
+                return Ok((Some(KnownKey { key: key.clone(), constraints }), 0.0));
+            }
+            return Ok((None, 0.0));
+        }
         if let Some((key, shape)) = self.prover.cached_key_for_path(&files.params)? {
             files.check(&key.vk)?;
             return Ok((Some(KnownKey { key, constraints: shape.num_constraints }), 0.0));
@@ -611,7 +639,9 @@ impl<'p> FilecoinProver<'p> {
             &cache_id,
             sector_size,
         );
-        files.require_params()?;
+        if self.held_key(&files).is_none() {
+            files.require_params()?;
+        }
         Ok(files)
     }
 
@@ -619,6 +649,11 @@ impl<'p> FilecoinProver<'p> {
     /// opened and decoded the first time only. The `.meta` and `.vk` beside it are checked
     /// every time (they are small), so a replaced `.vk` is noticed.
     fn key(&self, files: &ParamFiles, shape: &WitnessShape) -> Result<Arc<ProvingKey>> {
+        if let Some(key) = self.held_key(files) {
+            key.check_shape(shape)?;
+            files.check(&key.vk)?;
+            return Ok(key.clone());
+        }
         let key = self.prover.key_for_path(&files.params, self.point_check, shape)?;
         files.check(&key.vk)?;
         Ok(key)
@@ -644,6 +679,13 @@ impl<'p> FilecoinProver<'p> {
     {
         let mut timings = ProofTimings::default();
         if self.bellperson {
+            if self.held_key(files).is_some() {
+                return Err(Error::Config(format!(
+                    "{} is held in memory, not in {}: bellperson's reference path reads keys from files only",
+                    files.what,
+                    files.params.display()
+                )));
+            }
             return self.prove_with_bellperson::<S, C, P>(kind, files, public_inputs, vanilla_proofs, public_params);
         }
         let circuits = vanilla_proofs

@@ -11,6 +11,8 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
 
 use bellperson::groth16::Parameters;
 use blstrs::Bls12;
@@ -21,9 +23,11 @@ use storage_proofs_core::parameter_cache::{CacheEntryMetadata, CacheableParamete
 use storage_proofs_porep::stacked::{StackedCircuit, StackedCompound};
 
 use crate::backend::Device;
+use crate::circuit::ConstraintMatrices;
 use crate::filecoin::params::ParamFiles;
 use crate::filecoin::{filecoin_error, sector_size_name};
 use crate::groth16::setup::{setup_on, ToxicWaste};
+use crate::params::ProvingKey;
 use crate::{Error, Result};
 
 /// What the name of a test key's directory must contain.
@@ -53,6 +57,75 @@ pub fn porep_test_key<Tree: 'static + MerkleTreeTrait>(
             dir.display()
         )));
     }
+    let (files, circuit) = porep_files_and_blank::<Tree>(config, dir)?;
+    let params = setup_on(circuit, waste, device)?;
+
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let io = |path: &Path, e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
+    let mut vk = BufWriter::new(File::create(&files.vk).map_err(|e| io(&files.vk, e))?);
+    params.vk.write(&mut vk).and_then(|()| vk.flush()).map_err(|e| io(&files.vk, e))?;
+    let meta = File::create(&files.meta).map_err(|e| io(&files.meta, e))?;
+    serde_json::to_writer(meta, &CacheEntryMetadata { sector_size: files.sector_size })
+        .map_err(|e| Error::Filecoin(format!("writing {}: {e}", files.meta.display())))?;
+    Ok(PorepTestKey { params, files })
+}
+
+/// A test key as the prover holds it: the proving key with its circuit's constraint
+/// matrices (so that every partition, the first included, is synthesized witness-only), and
+/// the files written for it.
+pub struct HeldTestKey {
+    pub key: Arc<ProvingKey>,
+    pub files: ParamFiles,
+    /// Wall seconds of the setup, and of recording the matrices (which ran beside it).
+    pub setup_seconds: f64,
+    pub record_seconds: f64,
+}
+
+/// [`porep_test_key`] as a [`ProvingKey`] the prover proves with in memory
+/// (`FilecoinProver::with_held_key`), with the constraint matrices recorded from the blank
+/// circuit while the setup runs (the setup's own synthesis is sequential, so the two share
+/// the cores well). The key's shape is checked against the matrices' before it is returned.
+pub fn held_porep_test_key<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    waste: &ToxicWaste,
+    device: Option<&dyn Device>,
+    dir: &Path,
+) -> Result<HeldTestKey> {
+    let (_, blank) = porep_files_and_blank::<Tree>(config, dir)?;
+    let started = Instant::now();
+    let (made, recorded) = rayon::join(
+        || porep_test_key::<Tree>(config, waste, device, dir).map(|made| (made, started.elapsed())),
+        || {
+            let recording = Instant::now();
+            ConstraintMatrices::record(blank).map(|matrices| (matrices, recording.elapsed()))
+        },
+    );
+    let ((made, setup), (matrices, record)) = (made?, recorded?);
+    tracing::info!(
+        setup_seconds = setup.as_secs_f64(),
+        record_seconds = record.as_secs_f64(),
+        constraints = matrices.num_constraints(),
+        "test key made"
+    );
+    // The key shares the parameters' vectors: no copy of the points.
+    let key = ProvingKey::from_parameters(&made.params);
+    drop(made.params);
+    key.check_shape(&matrices.shape())?;
+    key.recording.adopt(Arc::new(matrices));
+    Ok(HeldTestKey { key, files: made.files, setup_seconds: setup.as_secs_f64(), record_seconds: record.as_secs_f64() })
+}
+
+/// The files of `config`'s PoRep key in `dir`, by filecoin-proofs' cache names (the `.params`
+/// named need not exist).
+pub fn porep_param_files<Tree: 'static + MerkleTreeTrait>(config: &PoRepConfig, dir: &Path) -> Result<ParamFiles> {
+    porep_files_and_blank::<Tree>(config, dir).map(|(files, _)| files)
+}
+
+/// [`porep_param_files`], and the blank circuit the key is made for.
+fn porep_files_and_blank<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    dir: &Path,
+) -> Result<(ParamFiles, StackedCircuit<Tree, DefaultPieceHasher>)> {
     let setup = compound_proof::SetupParams {
         vanilla_params: filecoin_proofs::parameters::setup_params(config)
             .map_err(|e| filecoin_error("PoRep setup", e))?,
@@ -68,18 +141,8 @@ pub fn porep_test_key<Tree: 'static + MerkleTreeTrait>(
     let sector_size = u64::from(config.sector_size);
     let files =
         ParamFiles::new(format!("PoRep {} (test setup)", sector_size_name(sector_size)), dir, &cache_id, sector_size);
-
-    let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::blank_circuit(
+    let blank = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::blank_circuit(
         &public_params.vanilla_params,
     );
-    let params = setup_on(circuit, waste, device)?;
-
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let io = |path: &Path, e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
-    let mut vk = BufWriter::new(File::create(&files.vk).map_err(|e| io(&files.vk, e))?);
-    params.vk.write(&mut vk).and_then(|()| vk.flush()).map_err(|e| io(&files.vk, e))?;
-    let meta = File::create(&files.meta).map_err(|e| io(&files.meta, e))?;
-    serde_json::to_writer(meta, &CacheEntryMetadata { sector_size })
-        .map_err(|e| Error::Filecoin(format!("writing {}: {e}", files.meta.display())))?;
-    Ok(PorepTestKey { params, files })
+    Ok((files, blank))
 }
