@@ -154,3 +154,121 @@ fn lib_rs_diagram_lacking_the_synthesis_stage_is_what_the_check_catches() {
     let error = check_diagram(old).expect_err("the diagram without synthesize fails");
     assert!(error.contains("synthesize"), "{error}");
 }
+
+/// The documents a newcomer reads, from the repository root: every Markdown file outside
+/// `docs/runs/` (raw outputs are kept as the tools printed them) and `target/`.
+fn documents(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap();
+            let skip = ["target", "docs/runs", ".git", ".cuda", ".gpu", "node_modules"];
+            if skip.iter().any(|s| rel == Path::new(s)) || rel.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The relative paths in `text` (a document in the folder `dir`, relative to the repository
+/// root) that climb out of the repository: a link or code span such as `../shared/GPU.md` in a
+/// file at the root. A clone holds only the repository, so such a path names nothing a reader
+/// has; the fact belongs in the document with its public source.
+fn paths_outside(dir: &Path, text: &str) -> Vec<String> {
+    let depth = dir.components().count();
+    let mut outside = Vec::new();
+    for (start, _) in text.match_indices("../") {
+        // Only a path's beginning: not the middle of `a/../b` or of a longer `../../x`.
+        let before = text[..start].chars().next_back();
+        if before.is_some_and(|c| c == '.' || c == '/' || c.is_alphanumeric() || c == '_' || c == '-') {
+            continue;
+        }
+        let path: String = text[start..]
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !matches!(c, ')' | '`' | '"' | '\'' | ']' | '>' | ',' | ';'))
+            .collect();
+        let mut level = depth as isize;
+        for part in path.split('/') {
+            match part {
+                ".." => level -= 1,
+                "." | "" => {}
+                _ => level += 1,
+            }
+            if level < 0 {
+                outside.push(path.clone());
+                break;
+            }
+        }
+    }
+    outside
+}
+
+#[test]
+fn no_document_cites_a_path_outside_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = documents(root);
+    assert!(docs.iter().any(|d| d.ends_with("BENCHMARKS.md")) && docs.len() >= 10, "found {docs:?}");
+    let mut failures = Vec::new();
+    for doc in &docs {
+        let rel = doc.strip_prefix(root).unwrap();
+        let text = std::fs::read_to_string(doc).unwrap();
+        for path in paths_outside(rel.parent().unwrap(), &text) {
+            failures.push(format!("{}: {path}", rel.display()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "paths outside the repository (state the fact and its public source instead):\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_path_that_climbs_out_of_the_repository_is_caught() {
+    // The twin: what BENCHMARKS.md cited before, and the same climb from a folder one down.
+    assert_eq!(paths_outside(Path::new(""), "described in `../shared/GPU.md`: one H200"), ["../shared/GPU.md"]);
+    assert_eq!(paths_outside(Path::new("docs"), "[notes](../../shared/GPU.md)"), ["../../shared/GPU.md"]);
+    assert_eq!(paths_outside(Path::new("docs/history"), "see ../../../x"), ["../../../x"]);
+    // Paths that stay inside pass.
+    assert!(paths_outside(Path::new("docs"), "[bench](../BENCHMARKS.md), `../runs/x.log`").is_empty());
+    assert!(paths_outside(Path::new("docs/history"), "[r](../../README.md) and ../runs/a/b.json").is_empty());
+    assert!(paths_outside(Path::new("kernels"), "[NOTES](../BENCHMARKS.md#msm)").is_empty());
+}
+
+/// Whether a document is within its bound of lines, with the count when it is not.
+fn within_lines(text: &str, bound: usize) -> Result<(), usize> {
+    let lines = text.lines().count();
+    if lines <= bound {
+        Ok(())
+    } else {
+        Err(lines)
+    }
+}
+
+/// The bounds issue 41 set: the README a newcomer reads in a few minutes, BENCHMARKS.md one
+/// current table per topic. What no longer fits moves to docs/ (the README) or docs/history/.
+const LINE_BOUNDS: [(&str, usize); 2] = [("README.md", 150), ("BENCHMARKS.md", 400)];
+
+#[test]
+fn the_readme_and_the_benchmarks_stay_within_their_bounds() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (document, bound) in LINE_BOUNDS {
+        let text = std::fs::read_to_string(root.join(document)).unwrap();
+        if let Err(lines) = within_lines(&text, bound) {
+            panic!("{document} has {lines} lines, over its bound of {bound}: move history to docs/history/ or detail to docs/");
+        }
+    }
+    // The twin: one line over fails, the bound itself passes.
+    let at = "line\n".repeat(400);
+    assert_eq!(within_lines(&at, 400), Ok(()));
+    assert_eq!(within_lines(&(at + "one more\n"), 400), Err(401));
+}
