@@ -7,6 +7,7 @@ Nothing else: no GPU, no build. Run from anywhere:
 
     python3 scripts/plot-benchmarks.py            # writes docs/plots/*.svg
     python3 scripts/plot-benchmarks.py --check    # reads the raw outputs, draws nothing
+                                                  # (tests/docs.rs runs this)
 
 One plot per headline table of BENCHMARKS.md, each read from that table's raw outputs under
 docs/runs/ (the file is named next to each reader below):
@@ -36,6 +37,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(ROOT, "docs", "runs")
 PLOTS = os.path.join(ROOT, "docs", "plots")
+# Where the raw outputs are read from: docs/runs/ unless --runs says otherwise (for the test's
+# twin, which points it at a folder without them).
+RUNS_DIR = [RUNS]
 
 
 class MissingFigure(Exception):
@@ -43,7 +47,7 @@ class MissingFigure(Exception):
 
 
 def run_file(path):
-    full = os.path.join(RUNS, path)
+    full = os.path.join(RUNS_DIR[0], path)
     if not os.path.exists(full):
         raise MissingFigure(f"docs/runs/{path}: no such file")
     return full
@@ -333,7 +337,9 @@ def draw(figures):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="read the raw outputs and print the figures; draw nothing")
+    parser.add_argument("--runs", default=RUNS, help="the folder of raw outputs (default: docs/runs/)")
     args = parser.parse_args()
+    RUNS_DIR[0] = args.runs
     readers = {
         "partitions": partitions,
         "supraseal": supraseal,

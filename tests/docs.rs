@@ -272,3 +272,32 @@ fn the_readme_and_the_benchmarks_stay_within_their_bounds() {
     assert_eq!(within_lines(&at, 400), Ok(()));
     assert_eq!(within_lines(&(at + "one more\n"), 400), Err(401));
 }
+
+/// Runs `scripts/plot-benchmarks.py --check` (it reads every raw output a plot is drawn from
+/// and draws nothing, so it needs no matplotlib) with `extra` arguments.
+fn plot_check(extra: &[&str]) -> std::process::Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::process::Command::new("python3")
+        .arg(root.join("scripts/plot-benchmarks.py"))
+        .arg("--check")
+        .args(extra)
+        .output()
+        .expect("python3 runs scripts/plot-benchmarks.py")
+}
+
+#[test]
+fn the_plots_raw_outputs_are_where_the_script_reads_them() {
+    // A raw output moved, emptied or reformatted makes the script stop naming it, so the
+    // committed plots cannot silently lose their source.
+    let output = plot_check(&[]);
+    let report = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{report}");
+    for plot in ["partitions", "supraseal", "kernels_sppark", "filecoin", "device_memory", "msm"] {
+        assert!(report.lines().any(|l| l.starts_with(plot)), "no figures for {plot}:\n{report}");
+    }
+    // The twin: the same readers pointed at a folder without the raw outputs fail, naming one.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let missing = plot_check(&["--runs", root.join("docs/plots").to_str().unwrap()]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no such file"), "{missing:?}");
+}
