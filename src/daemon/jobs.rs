@@ -266,6 +266,8 @@ pub struct Counters {
     pub cancelled: u64,
     /// Seconds from submit to end, summed over completed jobs.
     pub completed_seconds: f64,
+    /// The same ends by proof kind, and the queue waits (`/metrics`).
+    pub kinds: super::metrics::KindCounts,
 }
 
 /// Queue lengths by priority, and jobs running.
@@ -502,6 +504,7 @@ impl JobTable {
                 // A job cancelled while queued is already final; it only leaves the heap here.
                 let Some(request) = inner.request.take() else { continue };
                 inner.started = Some(Instant::now());
+                state.counters.kinds.started(job.kind, job.submitted.elapsed());
                 inner.running = Some(request.clone());
                 drop(inner);
                 state.queued -= 1;
@@ -560,6 +563,7 @@ impl JobTable {
                 end
             }
         };
+        state.counters.kinds.ended(job.kind, end);
         job.update(|v| {
             v.state = end;
             v.finished_at_ms = unix_ms();
@@ -637,6 +641,7 @@ impl JobTable {
             // so a cancel sent during the restart is not lost.
             drop(inner);
             state.counters.cancelled += 1;
+            state.counters.kinds.ended(job.kind, JobState::Cancelled);
             job.update(|v| {
                 v.state = JobState::Cancelled;
                 v.error = reason.to_string();
@@ -650,6 +655,7 @@ impl JobTable {
             state.queued -= 1;
             state.queued_bytes = state.queued_bytes.saturating_sub(job.vanilla_bytes);
             state.counters.cancelled += 1;
+            state.counters.kinds.ended(job.kind, JobState::Cancelled);
             job.update(|v| {
                 v.state = JobState::Cancelled;
                 v.error = reason.to_string();

@@ -9,7 +9,8 @@
 //! - [`jobs`]: idempotency, states, cancellation, the bounds on what is kept;
 //! - [`worker`]: the threads that prove, and the keys `PreloadSRS`/`EvictSRS` act on;
 //! - [`service`]: request checks and typed statuses;
-//! - [`metrics`]: the Prometheus text of `GetMetrics`;
+//! - [`metrics`]: the Prometheus text of `GetMetrics` and `/metrics`;
+//! - [`http`]: `--metrics-listen`, the HTTP `/metrics` and `/status` an operator scrapes;
 //! - [`restart`]: replacing the process when a GPU breaks, its jobs carried over;
 //! - [`serve`]: the process: listener, signals, bounded shutdown.
 //!
@@ -17,6 +18,7 @@
 
 pub mod authority;
 pub mod cuzk;
+pub mod http;
 pub mod jobs;
 pub mod metrics;
 pub mod restart;

@@ -32,6 +32,12 @@ pub struct ServeArgs {
     /// reaches it can make the machine prove.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Serve HTTP `GET /metrics` (Prometheus' text format) and `GET /status` (GetStatus as
+    /// JSON) on this TCP address: `PORT` alone is `127.0.0.1:PORT`, port 0 picks a free one
+    /// (the ready line names it). Off unless set; an address other than loopback needs
+    /// `--allow-remote`. See docs/metrics.md.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     /// The node's parameter directory (`FIL_PROOFS_PARAMETER_CACHE`).
     #[arg(long)]
     pub params_dir: PathBuf,
@@ -218,6 +224,11 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     // Quick restarts are counted from the process's start, which `main` fixed.
     let process_started = crate::process_started();
     let listen = parse_listen(args)?;
+    let metrics_listen = args
+        .metrics_listen
+        .as_deref()
+        .map(|text| super::http::parse_metrics_listen(text, args.allow_remote))
+        .transpose()?;
     // filecoin-proofs reads its settings once: point them at the directory first.
     let params_dir = use_parameter_dir(&args.params_dir)?;
     let config = ProverConfig {
@@ -279,6 +290,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
             }
         });
     }
+    let gpu_busy = Arc::new(super::metrics::GpuBusy::default());
     let daemon = Arc::new(ProvingDaemon {
         table: table.clone(),
         prover: prover.clone(),
@@ -287,7 +299,14 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         max_vanilla_bytes: args.max_vanilla_bytes,
         started: Instant::now(),
         restarts: restarts.total,
+        gpu_busy: gpu_busy.clone(),
     });
+    // The GPUs' busy time is sampled for the metrics until the table closes (the shutdown).
+    {
+        let table = table.clone();
+        super::metrics::sample_gpu_busy(prover.clone(), gpu_busy, move || table.is_closing())
+            .map_err(|e| Error::io("starting the daemon's GPU sampler", e))?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("daemon-grpc")
@@ -301,6 +320,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     let max_message = args.max_vanilla_bytes.saturating_add(1 << 20);
     // Curio's door (cuzk.v1) on the same socket, jobs and prover; it takes base64 C1 envelopes.
     let cuzk = super::cuzk::CuzkDoor::server(daemon.clone(), args.max_vanilla_bytes);
+    let for_http = daemon.clone();
     let service = ProvingServiceServer::new(daemon).max_decoding_message_size(max_message);
     let table_for_signal = table.clone();
     let broken_gpu = match args.restart_when_broken {
@@ -308,6 +328,15 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
         false => tokio::sync::oneshot::channel().1,
     };
     let served = runtime.block_on(async move {
+        // The metrics door is bound before the gRPC listener, so the ready line can name both.
+        let (metrics_at, metrics_task) = match metrics_listen {
+            Some(addr) => {
+                let listener = super::http::bind(addr).await?;
+                let bound = listener.local_addr().map_err(|e| Error::io("reading the metrics address", e))?;
+                (Some(bound), Some(tokio::spawn(super::http::serve(listener, for_http))))
+            }
+            None => (None, None),
+        };
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Ended>();
         let shutdown = async move {
             let ended = tokio::select! {
@@ -350,7 +379,7 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
                     std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
                         .map_err(|e| Error::io(format!("setting the mode of the socket {}", path.display()), e))?;
                 }
-                announce(&format!("unix:{}", path.display()), &instance);
+                announce(&format!("unix:{}", path.display()), &instance, metrics_at);
                 bounded(Box::pin(router.serve_with_incoming_shutdown(super::authority::incoming(listener), shutdown)))
                     .await
             }
@@ -358,10 +387,14 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
                 let listener =
                     tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::io(format!("binding {addr}"), e))?;
                 let bound = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
-                announce(&bound.to_string(), &instance);
+                announce(&bound.to_string(), &instance, metrics_at);
                 bounded(Box::pin(router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown))).await
             }
         };
+        // The metrics door closes with the gRPC server: it must not outlive the daemon's calls.
+        if let Some(task) = metrics_task {
+            task.abort();
+        }
         let (ended, done_rx) = served.map_err(|e| Error::Config(format!("the gRPC server failed: {e}")))?;
         if let Listen::Unix(path) = &listen {
             let _ = std::fs::remove_file(path);
@@ -588,12 +621,20 @@ fn preload(table: &JobTable, jobs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// The line a supervisor (or a test) waits for: the daemon takes calls from now on.
-fn announce(listen: &str, instance: &str) {
+/// The line a supervisor (or a test) waits for: the daemon takes calls from now on, and,
+/// with `--metrics-listen`, serves its metrics at the address it names.
+fn announce(listen: &str, instance: &str, metrics: Option<SocketAddr>) {
     use std::io::Write;
-    println!("snarkpipe serve: listening on {listen} (instance {instance})");
+    match metrics {
+        Some(metrics) => {
+            println!(
+                "snarkpipe serve: listening on {listen} (instance {instance}), metrics on http://{metrics}/metrics"
+            )
+        }
+        None => println!("snarkpipe serve: listening on {listen} (instance {instance})"),
+    }
     let _ = std::io::stdout().flush();
-    tracing::info!(%listen, %instance, "serving");
+    tracing::info!(%listen, %instance, ?metrics, "serving");
 }
 
 async fn wait_for_signal() {

@@ -34,6 +34,8 @@ pub struct ProvingDaemon {
     pub started: Instant,
     /// Times this daemon replaced itself after a GPU broke (see [`super::restart`]).
     pub restarts: u32,
+    /// Each GPU's busy time, for the metrics ([`metrics::sample_gpu_busy`] fills it).
+    pub gpu_busy: Arc<metrics::GpuBusy>,
 }
 
 pub(crate) fn kind_from_pb(value: i32) -> Result<ProofKind, Status> {
@@ -266,7 +268,8 @@ impl ProvingDaemon {
         Ok(result_of(&view))
     }
 
-    fn status(&self) -> pb::StatusResponse {
+    /// What `GetStatus` answers; `/status` serves the same ([`super::http`]). Blocking.
+    pub(crate) fn status(&self) -> pb::StatusResponse {
         // Each running job with the devices its partitions are on now.
         let running: Vec<(String, Vec<usize>)> =
             self.table.running().into_iter().map(|job| (job.id.clone(), job.devices_in_use())).collect();
@@ -444,7 +447,7 @@ impl ProvingService for Arc<ProvingDaemon> {
     }
 
     async fn get_metrics(&self, _: Request<pb::GetMetricsRequest>) -> Result<Response<pb::MetricsResponse>, Status> {
-        let text = off_runtime(self, |daemon| Ok(metrics::render(&daemon.status(), &daemon.table.counters()))).await?;
+        let text = off_runtime(self, |daemon| Ok(metrics::exposition(daemon))).await?;
         Ok(Response::new(pb::MetricsResponse { text }))
     }
 

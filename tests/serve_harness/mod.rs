@@ -30,6 +30,8 @@ pub struct Daemon {
     pub stdout: Arc<Mutex<Vec<String>>>,
     stdout_done: Option<std::thread::JoinHandle<()>>,
     pub log: PathBuf,
+    /// The ready line it printed first.
+    pub ready: String,
 }
 
 impl Daemon {
@@ -59,18 +61,27 @@ impl Daemon {
             .expect("starting snarkpipe serve");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         // The ready line is printed once the socket is bound: no guessing how long start takes.
-        match lines.next() {
-            Some(Ok(line)) if line.contains("listening on unix:") => eprintln!("{line}"),
+        let ready = match lines.next() {
+            Some(Ok(line)) if line.contains("listening on unix:") => {
+                eprintln!("{line}");
+                line
+            }
             other => {
                 let _ = child.kill();
                 panic!("the daemon did not start ({other:?}): {}", std::fs::read_to_string(&log).unwrap_or_default())
             }
-        }
+        };
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let sink = stdout.clone();
         let stdout_done =
             std::thread::spawn(move || lines.map_while(|l| l.ok()).for_each(|l| sink.lock().unwrap().push(l)));
-        Daemon { child, socket: socket.to_path_buf(), stdout, stdout_done: Some(stdout_done), log }
+        Daemon { child, socket: socket.to_path_buf(), stdout, stdout_done: Some(stdout_done), log, ready }
+    }
+
+    /// The address of its `--metrics-listen` door, as its ready line names it.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        let url = self.ready.split("metrics on http://").nth(1)?;
+        url.split('/').next()?.parse().ok()
     }
 
     pub async fn client(&self) -> Client {
