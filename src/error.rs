@@ -65,6 +65,20 @@ pub enum Error {
     #[error("the witness does not satisfy constraint {index}{}", name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default())]
     Unsatisfied { index: usize, name: Option<String> },
 
+    /// The device's check of every proof found a·b ≠ c at `constraint` (the first such), and
+    /// the host's own values agree: the witness is wrong, as made from a wrong vanilla proof or
+    /// public input, or by a wrong witness generator. The input's fault, never the device's:
+    /// not retried, not counted against the device, and the key's witness-only synthesis
+    /// stays on.
+    #[error(
+        "the witness does not satisfy constraint {constraint} (a·b ≠ c there, found before proving): the witness \
+         is wrong, so the vanilla proof or public inputs it was made from, or the witness generator, are wrong; \
+         no device is at fault and it is not retried. (A circuit whose constraints depend on its witness fails \
+         this way too once its key's matrices are recorded: prove such a circuit with \
+         ProverConfig::constraint_evaluation set to Host.)"
+    )]
+    UnsatisfiedWitness { constraint: usize },
+
     /// With the evaluation check on, the witness that recorded constraint matrices and
     /// witness-only synthesis give differs from full synthesis's. `what` says where: `"a"`,
     /// `"b"` or `"c"` of constraint `index`; `"input"` or `"aux"` variable `index`;

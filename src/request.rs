@@ -308,6 +308,7 @@ impl RequestState {
                 | Error::Synthesis(_)
                 | Error::MatricesMismatch { .. }
                 | Error::Unsatisfied { .. }
+                | Error::UnsatisfiedWitness { .. }
                 | Error::EmptyCircuit
                 | Error::DomainTooLarge { .. }
                 | Error::RandomnessLength { .. }

@@ -83,6 +83,7 @@ fn gpu_kernels_match_cpu_and_leak_nothing() {
     check_msm_scatters(&s, &mut rng);
     check_bucket_methods(&s, &mut rng);
     check_select(&s, &mut rng);
+    check_first_unsatisfied(&s, &mut rng);
     check_errors(&s);
     ctx.clear_caches();
     ctx.synchronize().unwrap();
@@ -612,6 +613,105 @@ fn check_select(s: &GpuStream, rng: &mut ChaCha8Rng) {
     let mut small = s.alloc::<Scalar>(63).unwrap();
     let mut scratch = s.alloc::<u32>(4).unwrap();
     assert!(s.select_scalars(&src, &packed, &mut scratch, &mut small, 0).is_err());
+}
+
+/// Random satisfied evaluations (c = a·b), n of them, drawn in parallel (a chunk's seed from
+/// `rng`), so that a real partition's 2^27 take seconds.
+fn satisfied_evaluations(n: usize, rng: &mut ChaCha8Rng) -> [Vec<Scalar>; 3] {
+    const CHUNK: usize = 1 << 14;
+    let seeds: Vec<u64> = (0..n.div_ceil(CHUNK)).map(|_| rng.next_u64()).collect();
+    let (mut a, mut b) = (vec![Scalar::ZERO; n], vec![Scalar::ZERO; n]);
+    a.par_chunks_mut(CHUNK).zip(b.par_chunks_mut(CHUNK)).zip(seeds).for_each(|((a, b), seed)| {
+        let mut r = ChaCha8Rng::seed_from_u64(seed);
+        for (x, y) in a.iter_mut().zip(b) {
+            (*x, *y) = (Scalar::random(&mut r), Scalar::random(&mut r));
+        }
+    });
+    let c = a.par_iter().zip(&b).map(|(x, y)| x * y).collect();
+    [a, b, c]
+}
+
+/// The witness check's kernel against the CPU model's reference (`first_unsatisfied`): none
+/// changed, one value changed (anywhere, and at either end), two changed (the first is
+/// named), across block boundaries; values past the length checked are not looked at, and a
+/// length past a buffer is an error.
+fn check_first_unsatisfied(s: &GpuStream, rng: &mut ChaCha8Rng) {
+    use snarkpipe::backend::cpu::first_unsatisfied;
+    for n in [1usize, 2, 255, 256, 257, 1000, 1 << 16, (1 << 20) + 3] {
+        let satisfied = satisfied_evaluations(n, rng);
+        let gpu = |v: &[Vec<Scalar>; 3], len: usize| {
+            let [a, b, c] = [&v[0], &v[1], &v[2]].map(|x| s.upload(x).unwrap());
+            s.first_unsatisfied(&a, &b, &c, len).unwrap()
+        };
+        assert_eq!(gpu(&satisfied, n), None, "{n} satisfied constraints: the kernel found one failing");
+        let mut cases = vec![0, n - 1, rng.next_u64() as usize % n];
+        cases.dedup();
+        for j in cases {
+            let mut changed = satisfied.clone();
+            changed[rng.next_u64() as usize % 3][j] += Scalar::ONE;
+            let want = first_unsatisfied(&changed[0], &changed[1], &changed[2]);
+            assert_eq!(want, Some(j));
+            assert_eq!(gpu(&changed, n), want, "{n} constraints, {j} changed");
+            if j + 1 < n {
+                // A second failure after the first, and one before it that the length leaves out.
+                let later = j + 1 + rng.next_u64() as usize % (n - j - 1);
+                changed[rng.next_u64() as usize % 3][later] += Scalar::ONE;
+                assert_eq!(gpu(&changed, n), Some(j), "{n} constraints, {j} and {later} changed");
+                assert_eq!(gpu(&changed, j), None, "only the first {j} of {n} are checked");
+            }
+        }
+    }
+    let short = s.upload(&[Scalar::ONE; 4]).unwrap();
+    let long = s.upload(&[Scalar::ONE; 8]).unwrap();
+    assert!(s.first_unsatisfied(&long, &long, &short, 5).is_err(), "a length past a buffer must fail");
+    println!("witness check: the first unsatisfied constraint as the CPU model finds it");
+}
+
+/// The witness check's cost at the sizes of real partitions (2^LOG_NS, default 24 26 27 on a
+/// GPU with room for three vectors of 2^27), beside the quotient it precedes: run by
+/// scripts/gpu-witness-check.sh. Each size: satisfied evaluations, one warm-up, then the median
+/// and range of ROUNDS (default 7) checks, each the whole call (fill, launch, read back).
+#[test]
+#[ignore = "a GPU measurement of minutes: scripts/gpu-witness-check.sh runs it"]
+fn witness_check_cost() {
+    let Some((_ctx, s)) = gpu() else { return };
+    let mut rng = rng();
+    let log_ns: Vec<u32> = std::env::var("LOG_NS")
+        .unwrap_or_else(|_| "24 26 27".into())
+        .split_whitespace()
+        .map(|k| k.parse().expect("LOG_NS: powers of two, as exponents"))
+        .collect();
+    let rounds: usize = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(7);
+    for log_n in log_ns {
+        let n = 1usize << log_n;
+        let v = satisfied_evaluations(n, &mut rng);
+        let [mut a, mut b, mut c] = [&v[0], &v[1], &v[2]].map(|x| s.upload(x).unwrap());
+        drop(v);
+        let median = |mut t: Vec<f64>| {
+            t.sort_by(f64::total_cmp);
+            (t[t.len() / 2], t[0], t[t.len() - 1])
+        };
+        assert_eq!(s.first_unsatisfied(&a, &b, &c, n).unwrap(), None);
+        let mut check = Vec::new();
+        for _ in 0..rounds {
+            let started = std::time::Instant::now();
+            assert_eq!(s.first_unsatisfied(&a, &b, &c, n).unwrap(), None);
+            check.push(started.elapsed().as_secs_f64() * 1e3);
+        }
+        let (check_ms, lo, hi) = median(check);
+        // The quotient overwrites a: once, for scale (its own figures are the NTT benches').
+        s.synchronize().unwrap();
+        let started = std::time::Instant::now();
+        s.quotient_h(&mut a, &mut b, &mut c, log_n).unwrap();
+        s.synchronize().unwrap();
+        let quotient_ms = started.elapsed().as_secs_f64() * 1e3;
+        let gbps = 3.0 * 32.0 * n as f64 / (check_ms * 1e-3) / 1e9;
+        println!(
+            "witness check 2^{log_n}: median {check_ms:.3} ms (min {lo:.3}, max {hi:.3}, {rounds} rounds, {gbps:.0} GB/s \
+             read), {:.2} ns a constraint; the quotient after it {quotient_ms:.3} ms",
+            check_ms * 1e6 / n as f64
+        );
+    }
 }
 
 fn check_errors(s: &GpuStream) {

@@ -1,7 +1,9 @@
 // Sparse matrix-vector products over Fr: a circuit's a = A·w, b = B·w, c = C·w on the device,
 // from its constraint matrices made resident once per circuit shape (src/circuit/matrices.rs)
 // and the assignment w = inputs ‖ aux of one partition. Orchestrated by
-// src/backend/cuda/sparse.rs; the CPU reference is ConstraintMatrices::evaluate.
+// src/backend/cuda/sparse.rs; the CPU reference is ConstraintMatrices::evaluate. Then the
+// check that a·b = c at every constraint (sparse_first_unsatisfied, at the end; the CPU
+// reference is snarkpipe::backend::cpu::first_unsatisfied).
 //
 // A matrix is compressed sparse rows: row r's terms are row_starts[r]..row_starts[r + 1]
 // (u64), each a column of w (u32) and an index into the coefficient table all three matrices
@@ -81,4 +83,23 @@ extern "C" __global__ void sparse_evaluate_rows(const unsigned long long* __rest
             atomicOr(bad, 1u);
     }
     sparse_store_fr(out + r, sum);
+}
+
+// The first constraint i < n at which a[i]·b[i] ≠ c[i], written to *first, which the host sets
+// to 0xffffffff ("none") before the launch: every witness's check, on its constraints'
+// evaluations before the quotient overwrites them. Each failing element lowers *first with
+// atomicMin, so the answer is the smallest failing index whatever order the blocks run in.
+// Values are Fr in Montgomery form, fully reduced (blstrs keeps them so, and the product is
+// reduced below r), so equal field elements have equal limbs.
+extern "C" __global__ void sparse_first_unsatisfied(const fr_t* __restrict__ a,
+                                                    const fr_t* __restrict__ b,
+                                                    const fr_t* __restrict__ c,
+                                                    u32 n,
+                                                    u32* __restrict__ first)
+{
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        if (sparse_load_fr(a + i) * sparse_load_fr(b + i) != sparse_load_fr(c + i))
+            atomicMin(first, (u32)i);
+    }
 }

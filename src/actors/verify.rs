@@ -1,15 +1,15 @@
 //! The verification actor: checks each assembled proof with the key's verifying key and the
 //! partition's public inputs before it leaves the prover. A proof that fails the pairing check
-//! came from a device that computed wrongly (the inputs were checked at submit): it is a device
-//! fault, retried elsewhere, and the device counts it towards being avoided, unless the
-//! partition's a, b and c were evaluated on the device from an assignment that does not satisfy
-//! its key's recorded matrices: then the circuit is at fault.
+//! came from a device that computed wrongly: it is a device fault, retried elsewhere, and the
+//! device counts it towards being avoided. The input cannot be at fault here: its shape was
+//! checked at submit, and every partition's a, b and c were checked on the device to satisfy
+//! a·b = c before its quotient (`actors/ntt.rs`), so a witness that does not satisfy its
+//! constraints failed there, as its own fault, before it came to a proof.
 
 use super::messages::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::error::{Error, Result};
 use crate::groth16::verify;
-use crate::request::PartitionInput;
 use crate::stage::Stage;
 
 /// Verifies proofs on the host.
@@ -30,15 +30,6 @@ impl StageLogic for Verify {
             return Ok(());
         }
         job.proof = None;
-        // An assignment evaluated on the device is checked here, on this failure path only:
-        // one that does not satisfy the key's recorded matrices is the circuit's doing (its
-        // structure follows its witness), not the device's.
-        if let PartitionInput::Assignment(assignment) = &job.input {
-            if let Err(err @ Error::MatricesMismatch { .. }) = assignment.evaluate_checked() {
-                job.key.recording.mark_unusable();
-                return Err(err);
-            }
-        }
         Err(Error::WrongResult { device: job.pipeline.ordinal })
     }
 }

@@ -13,11 +13,13 @@ use std::sync::Arc;
 
 use blstrs::{G1Affine, G2Affine, Scalar};
 use parking_lot::Mutex;
+use rayon::prelude::*;
 
 use super::host_queue::HostQueue;
 use super::{
-    CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars, MsmResultSlots,
-    MsmSlot, PendingResults, PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
+    check_satisfaction_buffers, judge_satisfaction, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream,
+    Group, HostConstraints, HostRange, HostScalars, MsmResultSlots, MsmSlot, PendingResults, PendingScalars,
+    PinOutcome, ResidentMatrices, StageEvent, WorkTag,
 };
 use crate::circuit::{ConstraintMatrices, PackedDensity};
 use crate::error::{Error, Result};
@@ -421,6 +423,24 @@ impl DeviceStream for CpuStream {
         })
     }
 
+    fn check_satisfied(
+        &self,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        len: usize,
+        host: Arc<dyn HostConstraints>,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        check_satisfaction_buffers(a, b, c, len)?;
+        let (a, b, c) = (a.clone(), b.clone(), c.clone());
+        self.enqueue_work(tag, move || {
+            let device = a.device();
+            let values = [scalars_prefix(&a, len, "a")?, scalars_prefix(&b, len, "b")?, scalars_prefix(&c, len, "c")?];
+            judge_satisfaction(device, first_unsatisfied(&values[0], &values[1], &values[2]), len, &*host)
+        })
+    }
+
     fn copy_scalars_to_host(&self, src: &DeviceBuffer, len: usize, tag: &WorkTag) -> Result<PendingScalars> {
         let src = src.clone();
         let landed: Arc<Mutex<Option<Vec<Scalar>>>> = Arc::default();
@@ -453,6 +473,13 @@ impl DeviceStream for CpuStream {
             slots.complete(device)
         }))
     }
+}
+
+/// The first `i` where `a[i]·b[i] ≠ c[i]`, over the shortest of the three: the reference for
+/// the devices' satisfaction check ([`DeviceStream::check_satisfied`]). In parallel.
+pub fn first_unsatisfied(a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> Option<usize> {
+    let len = a.len().min(b.len()).min(c.len());
+    (0..len).into_par_iter().find_first(|&i| a[i] * b[i] != c[i])
 }
 
 fn out_of_range(dst: &DeviceBuffer, range: &Range<usize>, len: usize) -> Error {

@@ -14,8 +14,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::event::HostCompletion;
 use super::{
-    Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars, MsmSlot, PendingResults,
-    PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
+    Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostConstraints, HostRange, HostScalars, MsmSlot,
+    PendingResults, PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
 };
 use crate::circuit::{ConstraintMatrices, PackedDensity};
 use crate::error::{Error, Result};
@@ -658,6 +658,20 @@ impl DeviceStream for FaultyStream {
         self.before_kernel("constraint evaluation", tag)?;
         self.inner.evaluate_constraints(matrices, inputs, aux, a, b, c, tag)?;
         self.maybe_fail_on_completion(tag, "constraint evaluation");
+        Ok(())
+    }
+    fn check_satisfied(
+        &self,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        len: usize,
+        host: Arc<dyn HostConstraints>,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        self.before_kernel("satisfaction check", tag)?;
+        self.inner.check_satisfied(a, b, c, len, host, tag)?;
+        self.maybe_fail_on_completion(tag, "satisfaction check");
         Ok(())
     }
     fn copy_scalars_to_host(&self, src: &DeviceBuffer, len: usize, tag: &WorkTag) -> Result<PendingScalars> {

@@ -305,6 +305,60 @@ impl ResidentMatrices {
     }
 }
 
+/// A partition's constraints as the host sees them. A device's report that a constraint
+/// fails is judged by it before the witness is blamed: a device that computed a, b or c
+/// wrongly must neither make a good witness look bad nor pass its own fault off as the input's.
+pub trait HostConstraints: Send + Sync {
+    /// Whether a·b = c holds at `constraint` by the host's own values.
+    fn holds(&self, constraint: usize) -> bool;
+}
+
+impl<F: Fn(usize) -> bool + Send + Sync> HostConstraints for F {
+    fn holds(&self, constraint: usize) -> bool {
+        self(constraint)
+    }
+}
+
+/// Checks the buffers of [`DeviceStream::check_satisfied`] before anything is queued: each of
+/// `a`, `b` and `c` holds `len` scalars, all on one device, in three allocations (a backend
+/// lends each buffer to one use at a time).
+pub fn check_satisfaction_buffers(a: &DeviceBuffer, b: &DeviceBuffer, c: &DeviceBuffer, len: usize) -> Result<()> {
+    let named = [("a", a), ("b", b), ("c", c)];
+    for (i, (what, buffer)) in named.iter().enumerate() {
+        let problem = if let Some((other, _)) = named[..i].iter().find(|(_, o)| Arc::ptr_eq(&o.memory, &buffer.memory))
+        {
+            format!("the {what} buffer is also the {other} buffer")
+        } else if buffer.device() != a.device() {
+            format!("the {what} buffer is on device {}, the a buffer on {}", buffer.device(), a.device())
+        } else if buffer.bytes() < scalar_bytes(len) {
+            format!("the {what} buffer of {} bytes is smaller than the {len} scalars checked", buffer.bytes())
+        } else {
+            continue;
+        };
+        return Err(Error::Device { device: buffer.device(), operation: "check the witness", message: problem });
+    }
+    Ok(())
+}
+
+/// What the first failing constraint a device found (`None`: every one of the `len` checked
+/// holds) means, judged by `host`: the witness's fault ([`Error::UnsatisfiedWitness`]) when
+/// the host agrees, the device's own when the host's values satisfy the constraint or the
+/// device named one it was not asked to check.
+pub fn judge_satisfaction(device: usize, first: Option<usize>, len: usize, host: &dyn HostConstraints) -> Result<()> {
+    let Some(constraint) = first else { return Ok(()) };
+    let disagreement = if constraint >= len {
+        format!("the device named constraint {constraint} as failing, of the {len} it checked")
+    } else if host.holds(constraint) {
+        format!(
+            "the device found constraint {constraint} unsatisfied, but the host's values satisfy it: the device's \
+             a, b or c are wrong"
+        )
+    } else {
+        return Err(Error::UnsatisfiedWitness { constraint });
+    };
+    Err(Error::Device { device, operation: "check the witness", message: disagreement })
+}
+
 /// Which curve group an MSM runs over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Group {
@@ -493,6 +547,24 @@ pub trait DeviceStream: Send + Sync {
         a: &DeviceBuffer,
         b: &DeviceBuffer,
         c: &DeviceBuffer,
+        tag: &WorkTag,
+    ) -> Result<()>;
+
+    /// Checks that a·b = c holds for each of the first `len` values of `a`, `b` and `c` (a
+    /// partition's constraint evaluations, before the quotient overwrites them). Where it does
+    /// not, the work fails at the first such constraint, as [`judge_satisfaction`] says with
+    /// `host`: [`Error::UnsatisfiedWitness`] when the host's values agree, a device error when
+    /// they do not. The failure goes to the tag's failure slot, so the partition's later work is
+    /// skipped. A backend reads its device's answer back at the end of the work, where its stream
+    /// synchronises anyway. Buffers that [`check_satisfaction_buffers`] refuses are a typed
+    /// error before anything is queued.
+    fn check_satisfied(
+        &self,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        len: usize,
+        host: Arc<dyn HostConstraints>,
         tag: &WorkTag,
     ) -> Result<()>;
 

@@ -54,7 +54,7 @@ const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ),
     ("fixed_base", &["setup_g1_fixed_base", "setup_g2_fixed_base"]),
     ("select", &["select_scalars", "debug_trap"]),
-    ("sparse", &["sparse_evaluate_rows"]),
+    ("sparse", &["sparse_evaluate_rows", "sparse_first_unsatisfied"]),
     (
         "msm",
         &[

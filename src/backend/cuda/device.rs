@@ -22,8 +22,9 @@ use super::msm::{msm_scratch_bytes, MsmOptions, MSM_PASS_POINTS};
 use super::probe::ProbeField;
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{
-    ArithmeticRates, CountedBytes, Device, DeviceBuffer, DeviceInfo, DeviceStream, Group, HostRange, HostScalars,
-    MsmResultSlots, MsmSlot, PendingResults, PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
+    check_satisfaction_buffers, judge_satisfaction, ArithmeticRates, CountedBytes, Device, DeviceBuffer, DeviceInfo,
+    DeviceStream, Group, HostConstraints, HostRange, HostScalars, MsmResultSlots, MsmSlot, PendingResults,
+    PendingScalars, PinOutcome, ResidentMatrices, StageEvent, WorkTag,
 };
 use crate::circuit::{ConstraintMatrices, PackedDensity};
 use crate::error::{Error, Result};
@@ -611,6 +612,28 @@ impl DeviceStream for CudaStream {
                     })
                 })
             })
+        })
+    }
+
+    fn check_satisfied(
+        &self,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &DeviceBuffer,
+        len: usize,
+        host: Arc<dyn HostConstraints>,
+        tag: &WorkTag,
+    ) -> Result<()> {
+        check_satisfaction_buffers(a, b, c, len)?;
+        let (a, b, c) = (a.clone(), b.clone(), c.clone());
+        let device = self.device;
+        self.enqueue(tag, move |stream| {
+            let first = with_buffer::<Scalar, _>(&a, |a| {
+                with_buffer::<Scalar, _>(&b, |b| {
+                    with_buffer::<Scalar, _>(&c, |c| stream.first_unsatisfied(a, b, c, len))
+                })
+            })?;
+            judge_satisfaction(device, first, len, &*host)
         })
     }
 

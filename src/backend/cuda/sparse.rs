@@ -1,6 +1,7 @@
 //! Evaluating a circuit's constraint matrices on the device (kernels/sparse/sparse.cu): the
 //! upload of the matrices into one buffer as [`MatricesLayout`] lays them out, and a = A·w,
-//! b = B·w, c = C·w from them.
+//! b = B·w, c = C·w from them; and the check that a·b = c at every constraint, whichever way
+//! a, b and c reached the device.
 
 use blstrs::Scalar;
 
@@ -109,6 +110,52 @@ impl GpuStream {
             ));
         }
         Ok(())
+    }
+
+    /// The first `i < len` at which `a[i]·b[i] ≠ c[i]`, or None when every one holds: the
+    /// kernel writes it to a word on the device, read back here (which waits for the kernel).
+    /// The reference is [`crate::backend::cpu::first_unsatisfied`].
+    pub fn first_unsatisfied(
+        &self,
+        a: &GpuBuffer<Scalar>,
+        b: &GpuBuffer<Scalar>,
+        c: &GpuBuffer<Scalar>,
+        len: usize,
+    ) -> Result<Option<usize>> {
+        // u32::MAX is the kernel's "none", so the last index it can name is one below.
+        if [a.len(), b.len(), c.len()].into_iter().any(|held| held < len) || len >= u32::MAX as usize {
+            return Err(self.sparse_error(
+                "check the witness",
+                format!(
+                    "{len} constraints checked in buffers of {}, {} and {} scalars (at most {} at once)",
+                    a.len(),
+                    b.len(),
+                    c.len(),
+                    u32::MAX - 1
+                ),
+            ));
+        }
+        if len == 0 {
+            return Ok(None);
+        }
+        let mut first = self.alloc::<u32>(1)?;
+        self.fill_u32(&mut first, u32::MAX)?;
+        self.launch(
+            "sparse_first_unsatisfied",
+            (len as u32).div_ceil(THREADS),
+            THREADS,
+            &[
+                KernelArg::Ptr(a.ptr(self)),
+                KernelArg::Ptr(b.ptr(self)),
+                KernelArg::Ptr(c.ptr(self)),
+                KernelArg::U32(len as u32),
+                KernelArg::Ptr(first.ptr(self)),
+            ],
+        )?;
+        Ok(match self.download_first(&first, 1)?[0] {
+            u32::MAX => None,
+            i => Some(i as usize),
+        })
     }
 
     fn sparse_error(&self, operation: &'static str, message: String) -> Error {
