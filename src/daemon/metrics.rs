@@ -437,6 +437,65 @@ mod tests {
         assert_eq!(kinds.ended_count(ProofKind::WinningPost, JobState::Succeeded), 0);
     }
 
+    /// The family names in `text`'s TYPE lines.
+    fn families(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect()
+    }
+
+    /// The `snarkpipe_*` names a document mentions.
+    fn names_in(doc: &str) -> std::collections::BTreeSet<String> {
+        let mut names = std::collections::BTreeSet::new();
+        for (at, _) in doc.match_indices("snarkpipe_") {
+            let name: String =
+                doc[at..].chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_').collect();
+            names.insert(name);
+        }
+        names
+    }
+
+    /// docs/metrics.md describes every family the daemon renders, and it, the sample dashboard
+    /// and the sample alerts name no family that is not rendered (a renamed metric fails here
+    /// until the documents follow).
+    #[test]
+    fn the_documents_name_exactly_the_families_rendered() {
+        let status = pb::StatusResponse {
+            gpus: vec![pb::Gpu {
+                key_residency: vec![pb::KeyResidency { streamed: vec!["h".into()], ..Default::default() }],
+                ..Default::default()
+            }],
+            keys: vec![pb::Key { params_file: "/p/v28-a.params".into(), tier: "hot".into(), ..Default::default() }],
+            queues: Some(pb::Queues::default()),
+            held: Some(pb::Held::default()),
+            ..Default::default()
+        };
+        let rendered = families(&render(&status, &Counters::default(), &[(0, 1.5)]));
+        let histograms = ["snarkpipe_queue_wait_seconds"];
+        let known = |name: &str| {
+            rendered.contains(name)
+                || ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|s| name.strip_suffix(s).is_some_and(|base| histograms.contains(&base)))
+        };
+        let table = include_str!("../../docs/metrics.md");
+        for family in &rendered {
+            assert!(table.contains(&format!("`{family}`")), "docs/metrics.md does not describe {family}");
+        }
+        for (doc, text) in [
+            ("docs/metrics.md", table),
+            ("docs/grafana-dashboard.json", include_str!("../../docs/grafana-dashboard.json")),
+            ("docs/prometheus.yml", include_str!("../../docs/prometheus.yml")),
+        ] {
+            for name in names_in(text) {
+                assert!(known(&name), "{doc} names {name}, which the daemon does not render");
+            }
+        }
+        // The twin: a name the daemon does not render is caught.
+        assert!(!known("snarkpipe_proofs_by_kind") && !known("snarkpipe_gpu_busy_bucket"));
+    }
+
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(labels(&[("key", "a\"b\\c\nd")]), r#"{key="a\"b\\c\nd"}"#);
