@@ -272,3 +272,40 @@ fn the_parser_refuses_a_malformed_exposition() {
         assert!(Scrape::parse(bad).is_err(), "parsed: {bad:?}");
     }
 }
+
+/// The restart counter is carried across the daemon's restart (an `exec`, same PID), and the
+/// door comes back on the same fixed port: the old process's listener does not linger into the
+/// new one. The job carried over proves in the new process, and its counters count it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_are_counted_across_the_restart_and_the_door_comes_back_on_its_port() {
+    let winning = tokio::task::block_in_place(|| Fixture::of(ProofKind::WinningPost));
+    // A port free now, named explicitly so that the restarted process must bind it again.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let metrics = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = tokio::task::block_in_place(|| {
+        Daemon::start_with(
+            &socket_in(&dir),
+            &["--concurrent-jobs", "1", "--metrics-listen", &metrics],
+            &[("SNARKPIPE_DRILL_BREAK_GPU", "1")],
+        )
+    });
+    let addr = daemon.metrics_address().unwrap();
+    assert_eq!(addr.port(), port);
+    let before = tokio::task::block_in_place(|| scrape(addr));
+    assert_eq!(value(&before, "snarkpipe_restarts_total", ValueType::Sample, &[]), Some(0.0));
+
+    // The drill breaks the GPU at the job's first kernel: the daemon carries the job and restarts.
+    let mut client = daemon.client().await;
+    let job = submit(&mut client, winning.submit("carried")).await.job_id;
+    tokio::task::block_in_place(|| daemon.wait_for_another_ready_line(Duration::from_secs(300)));
+    let ready = daemon.stdout.lock().unwrap().iter().find(|l| l.contains("listening on unix:")).cloned().unwrap();
+    assert!(ready.contains(&format!("metrics on http://{metrics}/metrics")), "{ready}");
+
+    let mut client = daemon.client().await;
+    winning.check_proof(&await_proof(&mut client, &job).await);
+    let after = tokio::task::block_in_place(|| scrape(addr));
+    assert_eq!(value(&after, "snarkpipe_restarts_total", ValueType::Sample, &[]), Some(1.0));
+    assert_eq!(proofs(&after, "winning-post", "succeeded"), 1.0);
+    assert_status_agrees(&tokio::task::block_in_place(|| status_page(addr)), &status(&mut client).await);
+}
