@@ -219,3 +219,43 @@ fn the_cli_proves_a_sparse_sector_with_a_test_setup() {
         "{written:?}"
     );
 }
+
+/// Issue 38: a node that starts a process per proof. The first `snarkpipe prove` of a key
+/// records its constraint matrices with its first partition and keeps them beside the
+/// `.params`; the second finds them and synthesizes no partition before proving. Before the
+/// fix the first partition, synthesized to find the key by its shape, recorded nothing, and
+/// a one-partition proof never recorded the matrices at all: every process paid a full
+/// synthesis (`first_synthesis` equal to `synthesis`).
+#[test]
+fn a_second_process_finds_the_matrices_the_first_kept_and_synthesizes_no_partition_first() {
+    let d = dirs();
+    let scratch = tempfile::tempdir_in(filecoin::fixture_root()).unwrap();
+    let params = scratch.path().join("params");
+    std::fs::create_dir_all(&params).unwrap();
+    for file in [&d.shared.params, &d.shared.vk] {
+        std::os::unix::fs::symlink(file, params.join(file.file_name().unwrap())).unwrap();
+    }
+    let made = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+        .args(["sparse-sector", "--sector-size", "2KiB", "--out"])
+        .arg(scratch.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let job = serde_json::from_slice::<serde_json::Value>(&made.stdout).unwrap()["job"].as_str().unwrap().to_string();
+    let prove = || {
+        let proved = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+            .args(["prove", "--kind", "porep", "--backend", "cpu", "--json", "--vanilla", &job, "--params-dir"])
+            .arg(&params)
+            .output()
+            .unwrap();
+        assert!(proved.status.success(), "{}", String::from_utf8_lossy(&proved.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&proved.stdout).unwrap();
+        report["seconds"]["first_synthesis"].as_f64().unwrap()
+    };
+    assert!(prove() > 0.0, "the first process found a key without synthesizing a partition");
+    let names: Vec<String> =
+        std::fs::read_dir(&params).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().any(|n| n.ends_with(".params.snarkpipe-matrices")), "no matrices kept: {names:?}");
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "a matrices write was cut short: {names:?}");
+    assert_eq!(prove(), 0.0, "the second process synthesized a partition before proving");
+}

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
-use super::{ConstraintEvaluation, SatisfactionCheck, ShapeRecording, Synthesized, Witness};
+use super::{ConstraintEvaluation, ConstraintMatrices, SatisfactionCheck, ShapeRecording, Synthesized, Witness};
 use crate::{Error, Result, Scalar};
 
 type Synthesis = Box<dyn FnOnce(ConstraintEvaluation) -> Result<Synthesized> + Send>;
@@ -148,17 +148,28 @@ impl<C: bellperson::Circuit<Scalar> + Send> SynthesisPool<C> {
 
     /// Synthesizes circuit `index` now, on the calling thread (e.g. the first one, whose
     /// shape picks the key); its deferred circuit must not be submitted.
-    pub fn synthesize_now(&self, index: usize) -> Result<Witness> {
+    ///
+    /// Before the key is known (no recording in use) and with the check off, the circuit's
+    /// constraint matrices are recorded with its witness and returned beside it, for the key
+    /// found by its shape to adopt: otherwise a request of one partition, or a process that
+    /// proves once and exits, never records them, and every process pays a full synthesis for
+    /// every partition.
+    pub fn synthesize_now(&self, index: usize) -> Result<(Witness, Option<Arc<ConstraintMatrices>>)> {
         let circuit = self.circuits.get(index).and_then(|slot| slot.lock().take());
         let circuit = circuit.ok_or_else(|| Error::Internal(format!("circuit {index} was asked for twice")))?;
         let started = Instant::now();
-        let recording = self.recording.get().map(|r| &**r);
+        let fresh = match (self.recording.get(), self.check) {
+            (None, SatisfactionCheck::Off) => Some(ShapeRecording::default()),
+            _ => None,
+        };
+        let recording = self.recording.get().map(|r| &**r).or(fresh.as_ref());
         let outcome = synthesize_caught(circuit, recording, self.check, ConstraintEvaluation::Host);
         self.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::SeqCst);
-        match outcome? {
-            Synthesized::Witness(witness) => Ok(witness),
-            Synthesized::Assignment(assignment) => assignment.evaluate(),
-        }
+        let witness = match outcome? {
+            Synthesized::Witness(witness) => witness,
+            Synthesized::Assignment(assignment) => assignment.evaluate()?,
+        };
+        Ok((witness, fresh.and_then(|recorded| recorded.matrices())))
     }
 
     /// Time spent synthesizing so far, summed over the circuits (they overlap each other and

@@ -136,11 +136,15 @@ impl ShapeRecording {
     fn persist(&self, matrices: &Arc<ConstraintMatrices>) {
         let Some((path, digest)) = self.file.get().cloned() else { return };
         let matrices = matrices.clone();
-        let spawned = std::thread::Builder::new().name("snarkpipe-matrices-write".into()).spawn(move || match matrices
-            .write_file(&path, digest)
-        {
-            Ok(()) => tracing::info!(path = %path.display(), "constraint matrices written beside the parameters"),
-            Err(err) => tracing::warn!(%err, "constraint matrices not written; the next process records them again"),
+        let writing = WriteInFlight::start();
+        let spawned = std::thread::Builder::new().name("snarkpipe-matrices-write".into()).spawn(move || {
+            match matrices.write_file(&path, digest) {
+                Ok(()) => tracing::info!(path = %path.display(), "constraint matrices written beside the parameters"),
+                Err(err) => {
+                    tracing::warn!(%err, "constraint matrices not written; the next process records them again")
+                }
+            }
+            drop(writing);
         });
         if let Err(err) = spawned {
             tracing::warn!(%err, "constraint matrices not written: no thread to write them");
@@ -347,4 +351,42 @@ mod tests {
         recording.synthesize(Branching { x: 2 }).unwrap();
         assert!(recording.matrices().is_some(), "the next synthesis did not record");
     }
+}
+
+/// Matrices writes still running in this process. A process that exits while one runs
+/// (`snarkpipe prove` exits right after its proof) loses it, so the next process records the
+/// matrices again: [`finish_matrices_writes`] lets the prover's shutdown wait for them.
+static WRITES_IN_FLIGHT: (parking_lot::Mutex<usize>, parking_lot::Condvar) =
+    (parking_lot::Mutex::new(0), parking_lot::Condvar::new());
+
+/// One write counted in [`WRITES_IN_FLIGHT`] until it is dropped (the write's thread drops it
+/// when it ends, however it ends; a thread that could not start drops it at once).
+struct WriteInFlight;
+
+impl WriteInFlight {
+    fn start() -> WriteInFlight {
+        *WRITES_IN_FLIGHT.0.lock() += 1;
+        WriteInFlight
+    }
+}
+
+impl Drop for WriteInFlight {
+    fn drop(&mut self) {
+        let mut count = WRITES_IN_FLIGHT.0.lock();
+        *count -= 1;
+        WRITES_IN_FLIGHT.1.notify_all();
+    }
+}
+
+/// Waits up to `within` for the matrices writes in flight to end; returns how many are still
+/// running then (their temporary files are left behind and the next process records again).
+pub fn finish_matrices_writes(within: std::time::Duration) -> usize {
+    let deadline = std::time::Instant::now() + within;
+    let mut count = WRITES_IN_FLIGHT.0.lock();
+    while *count > 0 {
+        if WRITES_IN_FLIGHT.1.wait_until(&mut count, deadline).timed_out() {
+            break;
+        }
+    }
+    *count
 }

@@ -715,10 +715,15 @@ impl Prover {
         let (key, key_time, before_proving) = match key {
             KeyFor::Known(key) => (key, std::time::Duration::ZERO, std::time::Duration::ZERO),
             KeyFor::Shape(find) => {
-                let first = pool.synthesize_now(0)?;
+                let (first, matrices) = pool.synthesize_now(0)?;
                 let finding = std::time::Instant::now();
                 let key = find(&first.shape())?;
                 key.check_shape(&first.shape())?;
+                // The matrices recorded with the first witness become the key's (and are kept
+                // beside its file), unless it has its own already.
+                if let Some(matrices) = matrices {
+                    key.recording.adopt(matrices);
+                }
                 inputs[0] = PartitionInput::Witness(Arc::new(first));
                 (key, finding.elapsed(), started.elapsed())
             }
@@ -1242,6 +1247,14 @@ impl Prover {
             system.stop();
         }
         self.devices.iter().for_each(|d| d.release_cached());
+        // A process that proves once and exits must not lose the matrices it recorded.
+        let unwritten = crate::circuit::recording::finish_matrices_writes(bound);
+        if unwritten > 0 {
+            tracing::warn!(
+                unwritten,
+                "constraint matrices still being written at shutdown: the next process records them again"
+            );
+        }
         report.elapsed = started.elapsed();
         tracing::info!(?mode, ?report, "the prover has shut down");
         report
