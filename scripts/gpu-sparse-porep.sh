@@ -1,27 +1,25 @@
 #!/usr/bin/env bash
-# One device call for issue 37 on the 16-core, 128 GiB device machine: a sparse 32 GiB sector
-# (a PoRep C1 output made without sealing), the real 32 GiB circuit checked on its witness,
-# and, where a 32 GiB PoRep key is in PARAMS, a 10-partition proof that verify_seal judges.
+# One device call for issue 37 on the 16-core, 128 GiB device machine: a sparse sector (a PoRep
+# C1 output made without sealing) proven end to end with a test setup of its real circuit
+# (`snarkpipe prove --test-setup`: the key made on the GPU with fresh toxic waste and held in
+# memory, only its .vk and .meta written), every proof judged by filecoin-proofs' verify_seal.
 #
-# Build first, here: ../shared/tools/gpu-bundle (the binaries land in .gpu/; carry .gpu).
-# Steps, in order (STEPS picks some, default "sector satisfy test-key prove"):
-#   sector   snarkpipe sparse-sector --sector-size 32g: the job file and C1 output in $WORK/jobs,
-#            checked by storage-proofs' vanilla verifier (seconds; tens of MB)
-#   satisfy  the ignored test a_sparse_32gib_partition_satisfies_the_circuit: one random
-#            partition's circuit (about 130 M constraints) synthesized with every constraint
-#            checked, and its twin with a flipped tree-R-last sibling refused (minutes; about
-#            20 GiB of host memory)
-#   test-key the ignored test a_test_key_of_the_real_circuit_judges_a_sparse_sector: a test setup
-#            of the 2 KiB PoRep circuit with known toxic waste (sparse::test_key), its .vk by
-#            name judging a bellperson proof of a sparse sector through verify_seal (a minute)
-#   prove    snarkpipe prove --kind porep --backend cuda --json on the sparse job, 10
-#            partitions, verified by filecoin-proofs' verify_seal; skipped unless PARAMS holds
-#            the 32 GiB PoRep .vk and .params (a .params does not fit this disk: a 32 GiB test
-#            key held in memory needs the engine to prove with an in-memory key, not there yet)
+# Build first, here: a release binary built with nvcc into .gpu/snarkpipe (carry .gpu). The
+# satisfy and test-key steps need test executables (../shared/tools/gpu-bundle).
+# Steps, in order (STEPS picks some, default "small sector prove"):
+#   small    a sparse 2 KiB sector proven with --test-setup: the whole path in seconds
+#   sector   snarkpipe sparse-sector --sector-size $SIZE (default 32g): the job file and C1
+#            output in $WORK/jobs, checked by storage-proofs' vanilla verifier (seconds)
+#   prove    snarkpipe prove --kind porep --test-setup on that job: the test setup of the real
+#            circuit (about 130 M constraints at 32 GiB) and its matrices, then 10 partitions,
+#            synthesis included, verified by verify_seal. DEVICE_MEMORY caps the device budget.
+#   satisfy  the ignored test a_sparse_32gib_partition_satisfies_the_circuit (minutes)
+#   test-key the ignored test a_test_key_of_the_real_circuit_judges_a_sparse_sector
 # Each step runs under `timeout` and GNU time (peak resident memory), logged; a failed step is
 # logged and the next one runs. BUDGET (default 570 s) bounds the whole script.
-# $OUT gets sparse.log (every step's stderr, times and peaks), sector.json (what sparse-sector
-# wrote), prove.json and nvidia-smi.txt.
+# $OUT gets sparse.log (every step's stderr, times and peaks), sector.json, small.json,
+# prove.json (the report: timings, setup, host peak, each device's key residency),
+# nvidia-smi.txt and gpu-samples.csv (memory and utilisation every 2 s).
 set -u
 out=${OUT:-out}
 mkdir -p "$out" || exit 1
@@ -58,13 +56,32 @@ step() {  # step NAME CAP STDOUT_FILE COMMAND...: COMMAND under timeout (and GNU
 }
 
 { date -u; nproc; free -g; df -h "$work"; } >>"$log" 2>&1
-[ -x "$bin" ] || echo "MISSING: $bin (run ../shared/tools/gpu-bundle and carry .gpu)" >>"$log"
-job=$work/jobs/porep-32gib-sparse.json
-for s in ${STEPS:-sector satisfy test-key prove}; do
+[ -x "$bin" ] || echo "MISSING: $bin (build a release binary into .gpu and carry .gpu)" >>"$log"
+nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 2 >"$out/gpu-samples.csv" 2>/dev/null &
+sampler=$!
+size=${SIZE:-32g}
+job=$work/jobs/porep-${size}-sparse.json
+keys=$work/keys-$size-test-setup-known-toxic-waste
+cap_args=()
+[ -n "${DEVICE_MEMORY:-}" ] && cap_args=(--device-memory "$DEVICE_MEMORY")
+export SNARKPIPE_LOG=${SNARKPIPE_LOG:-info,snarkpipe::groth16::setup=debug} NO_COLOR=1
+for s in ${STEPS:-small sector prove}; do
   case $s in
+    small)
+      mkdir -p "$work/small"
+      step small-sector 60 "$out/small-sector.json" "$bin" sparse-sector --sector-size 2KiB --out "$work/small" \
+        && step small 240 "$out/small.json" "$bin" prove --kind porep --backend cuda --json --test-setup \
+          --vanilla "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$out/small-sector.json")" \
+          --params-dir "$work/small/keys-2k-test-setup-known-toxic-waste" ;;
     sector)
-      step sector 120 "$out/sector.json" "$bin" sparse-sector --sector-size 32g --out "$work/jobs" --seed "${SEED:-$RANDOM}"
+      step sector 120 "$out/sector.json" "$bin" sparse-sector --sector-size "$size" --out "$work/jobs" --seed "${SEED:-$RANDOM}"
+      made=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$out/sector.json" 2>/dev/null)
+      [ -n "$made" ] && cp "$made" "$job"
       ls -l "$work/jobs" >>"$log" 2>&1 ;;
+    prove)
+      [ -f "$job" ] || { echo "SKIPPED prove: no sparse job ($job)" >>"$log"; continue; }
+      step prove 560 "$out/prove.json" "$bin" prove --kind porep --backend cuda --json --test-setup "${cap_args[@]}" \
+        --vanilla "$job" --params-dir "$keys" ;;
     satisfy)
       exe=$(ls .gpu/tests/filecoin_sparse_sector-* 2>/dev/null | head -1)
       if [ -z "$exe" ]; then echo "MISSING: .gpu/tests/filecoin_sparse_sector-*" >>"$log"; continue; fi
@@ -73,14 +90,8 @@ for s in ${STEPS:-sector satisfy test-key prove}; do
       exe=$(ls .gpu/tests/filecoin_sparse_sector-* 2>/dev/null | head -1)
       if [ -z "$exe" ]; then echo "MISSING: .gpu/tests/filecoin_sparse_sector-*" >>"$log"; continue; fi
       step test-key 300 /dev/null "$exe" --ignored --exact a_test_key_of_the_real_circuit_judges_a_sparse_sector --nocapture ;;
-    prove)
-      if ! ls "$params"/v28-stacked-proof-of-replication-merkletree-poseidon_hasher-8-8-0-sha256_hasher-*.vk >/dev/null 2>&1; then
-        echo "SKIPPED prove: no 32 GiB PoRep key in $params (a 32 GiB test key lives in memory only; snarkpipe prove reads keys from .params files)" >>"$log"
-        continue
-      fi
-      [ -f "$job" ] || { echo "SKIPPED prove: no sparse job ($job)" >>"$log"; continue; }
-      step prove 540 "$out/prove.json" "$bin" prove --kind porep --backend cuda --json --vanilla "$job" --params-dir "$params" ;;
     *) echo "UNKNOWN STEP: $s" >>"$log" ;;
   esac
 done
+kill "$sampler" 2>/dev/null
 echo "== done $(date -u +%T)" >>"$log"
