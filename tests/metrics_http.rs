@@ -309,3 +309,29 @@ async fn restarts_are_counted_across_the_restart_and_the_door_comes_back_on_its_
     assert_eq!(proofs(&after, "winning-post", "succeeded"), 1.0);
     assert_status_agrees(&tokio::task::block_in_place(|| status_page(addr)), &status(&mut client).await);
 }
+
+/// A metrics address that cannot be served stops the start and says why: one taken by another
+/// process, one that is not loopback without `--allow-remote`, one that is not an address.
+#[test]
+fn a_metrics_address_that_cannot_be_served_stops_the_start() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_at = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    for (metrics, expected) in
+        [(taken_at.as_str(), "binding --metrics-listen"), ("0.0.0.0:0", "--allow-remote"), ("metrics:9821", "IP:PORT")]
+    {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+            .args(["serve", "--backend", "cpu", "--listen"])
+            .arg(format!("unix:{}", dir.path().join("refused.sock").display()))
+            .arg("--params-dir")
+            .arg(filecoin::params_dir())
+            .args(["--metrics-listen", metrics])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{metrics}: started: {stderr}");
+        assert!(stderr.contains(expected), "{metrics}: {stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("listening on"), "{metrics}: it announced");
+    }
+    drop(taken);
+}

@@ -329,14 +329,22 @@ pub fn serve(args: &ServeArgs) -> Result<ShutdownSummary> {
     };
     let served = runtime.block_on(async move {
         // The metrics door is bound before the gRPC listener, so the ready line can name both.
-        let (metrics_at, metrics_task) = match metrics_listen {
-            Some(addr) => {
-                let listener = super::http::bind(addr).await?;
-                let bound = listener.local_addr().map_err(|e| Error::io("reading the metrics address", e))?;
-                (Some(bound), Some(tokio::spawn(super::http::serve(listener, for_http))))
-            }
-            None => (None, None),
+        // A door that cannot be bound stops the first start (the flag is wrong, or the port
+        // taken); after a restart the daemon proves on without it, since the jobs it carries
+        // matter more than their metrics.
+        let bound = match metrics_listen {
+            Some(addr) => match super::http::bind(addr).await {
+                Ok(listener) => Some(listener),
+                Err(err) if restarts.total > 0 => {
+                    tracing::error!(%err, "the metrics door could not be bound again after the restart: serving without it");
+                    None
+                }
+                Err(err) => return Err(err),
+            },
+            None => None,
         };
+        let metrics_at = bound.as_ref().and_then(|l| l.local_addr().ok());
+        let metrics_task = bound.map(|listener| tokio::spawn(super::http::serve(listener, for_http)));
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Ended>();
         let shutdown = async move {
             let ended = tokio::select! {
