@@ -4,6 +4,12 @@
 //! the proof of its whole witness. A circuit whose structure follows its witness is caught as
 //! its own failure, not the device's. On the CPU backend, whose evaluation is the reference
 //! the CUDA kernel is tested against (tests/sparse_eval.rs).
+//!
+//! Every partition's a, b and c are checked on the device to satisfy a·b = c before its
+//! quotient (issue 38): a witness with one value changed fails with `UnsatisfiedWitness` naming
+//! the first failing constraint, as the input's fault (not retried, the device unmarked, the
+//! key's witness-only path left on); the check behind the seam is compared with its reference
+//! on the CPU model and, where there is one, on a GPU.
 
 use std::time::Duration;
 
@@ -13,7 +19,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use snarkpipe::backend::cpu::first_unsatisfied;
 use snarkpipe::backend::{
-    open_devices, BackendKind, CpuModel, Device, DeviceBuffer, DeviceSelection, FailureSlot, HostConstraints, WorkTag,
+    judge_satisfaction, open_devices, BackendKind, CpuModel, Device, DeviceBuffer, DeviceSelection, FailureSlot,
+    HostConstraints, WorkTag,
 };
 use snarkpipe::circuit::{witness_assignment, ConstraintEvaluation, ConstraintMatrices};
 use snarkpipe::groth16;
@@ -516,4 +523,17 @@ fn check_satisfaction_behind_the_seam(device: std::sync::Arc<dyn Device>) {
     let z = device.allocate(scalar_bytes(8)).unwrap();
     let short = stream.check_satisfied(&x, &y, &z, 9, host, &tag).unwrap_err();
     assert!(matches!(short, Error::Device { operation: "check the witness", .. }), "{name}: {short}");
+}
+
+/// How a device's answer is judged, alone: nothing failing passes; a failing constraint the
+/// host agrees with is the input's; one past what the device was asked to check is the
+/// device's (as one the host's values satisfy is, in the seam test above).
+#[test]
+fn a_device_answer_past_the_constraints_checked_is_the_device_s_fault() {
+    let fails_everywhere = |_: usize| false;
+    assert!(judge_satisfaction(3, None, 10, &fails_everywhere).is_ok());
+    let err = judge_satisfaction(3, Some(9), 10, &fails_everywhere).unwrap_err();
+    assert!(matches!(err, Error::UnsatisfiedWitness { constraint: 9 }), "{err}");
+    let err = judge_satisfaction(3, Some(10), 10, &fails_everywhere).unwrap_err();
+    assert!(matches!(err, Error::Device { device: 3, operation: "check the witness", .. }), "{err}");
 }
