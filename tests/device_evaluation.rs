@@ -30,6 +30,9 @@ use snarkpipe::prover::{CircuitRequest, Priority, ProofRequest, Prover, ProverCo
 use snarkpipe::timeline::{Span, TimelineRecorder};
 use snarkpipe::{Error, Scalar, Stage};
 
+#[cfg(feature = "filecoin")]
+mod filecoin;
+
 mod common;
 use common::{assert_nothing_held, bytes, fresh_rng, fresh_seed, partitions, wait_each_within, After};
 
@@ -536,4 +539,38 @@ fn a_device_answer_past_the_constraints_checked_is_the_device_s_fault() {
     assert!(matches!(err, Error::UnsatisfiedWitness { constraint: 9 }), "{err}");
     let err = judge_satisfaction(3, Some(10), 10, &fails_everywhere).unwrap_err();
     assert!(matches!(err, Error::Device { device: 3, operation: "check the witness", .. }), "{err}");
+}
+
+/// The same through the Filecoin engine, on a real 2 KiB Winning PoSt: a vanilla proof with
+/// one byte of a challenged leaf changed makes a circuit whose witness fails one constraint
+/// (the path from the changed leaf no longer reaches the committed root). It fails with
+/// `UnsatisfiedWitness`, not retried and not counted against the device, the key's
+/// witness-only path stays on, and the vanilla proof as it came proves on the same prover
+/// after it, and filecoin-proofs verifies it.
+#[cfg(feature = "filecoin")]
+#[test]
+fn a_vanilla_proof_with_one_value_changed_is_the_input_s_fault() {
+    use snarkpipe::filecoin::{FilecoinProver, ProofKind, VanillaRequest};
+    let path = filecoin::job(ProofKind::WinningPost, 1);
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let proofs = &mut json["vanilla_proofs"][0]["vanilla_proof"]["sectors"][0]["inclusion_proofs"];
+    let challenged = fresh_rng().gen_range(0..proofs.as_array().unwrap().len());
+    let byte = &mut proofs[challenged]["data"]["Single"]["leaf"][0];
+    *byte = (byte.as_u64().unwrap() ^ 1).into();
+    let dir = tempfile::tempdir().unwrap();
+    let changed = dir.path().join("winning-post-changed-leaf.json");
+    std::fs::write(&changed, json.to_string()).unwrap();
+
+    let prover = filecoin::prover();
+    let engine = FilecoinProver::with_params_dir(prover, &filecoin::params_dir()).unwrap();
+    let err = engine.prove_job(&VanillaRequest::read(&changed).unwrap()).unwrap_err();
+    let status = &prover.device_status()[0];
+    let seen = format!("leaf {challenged} changed: {err} (quarantined {})", status.quarantined);
+    assert!(matches!(err.root_cause(), Error::UnsatisfiedWitness { .. }), "{seen}");
+    assert!(!status.quarantined, "{seen}: the input's fault was counted against the device");
+    let good = VanillaRequest::read(&path).unwrap();
+    let proven = engine.prove_job(&good).unwrap();
+    assert!(filecoin::verify_with_filecoin_proofs(&good, &proven.bytes, false));
+    let key = proven.key.expect("the engine's own prover proved it");
+    assert!(!key.recording.is_unusable(), "{seen}: a wrong vanilla proof switched the key's witness-only path off");
 }
