@@ -1,9 +1,10 @@
 //! `snarkpipe prove --kind porep` on what a node holds, as a node would call it (a process of
 //! its own): filecoin-ffi's C1 output with `--miner-id` and `--sector-number`, and the
 //! lotus-bench / Curio envelope around it with `--miner-id`, made by filecoin-proofs-api's own
-//! sealing calls (tests/node_fixtures). The proof must be accepted by filecoin-proofs-api's
-//! `verify_seal`; twins of the wrong kind, size, proof type or missing ids must be refused with
-//! a message naming what was found, before anything is proven.
+//! sealing calls (tests/node_fixtures), for interactive PoRep (V1, V1_1) and synthetic PoRep.
+//! The proof must be accepted by filecoin-proofs-api's `verify_seal`; twins of the wrong kind,
+//! size, proof type or missing ids must be refused with a message naming what was found,
+//! before anything is proven, and non-interactive PoRep is refused by name.
 #![cfg(feature = "filecoin")]
 
 mod filecoin;
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use node_fixtures as node;
-use snarkpipe::filecoin::node_formats::{self, PorepInput};
+use snarkpipe::filecoin::node_formats::{self, NodeFormatError, PorepInput};
 
 fn run_prove(kind: &str, input: &Path, extra: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
@@ -125,18 +126,24 @@ fn inputs_of_the_wrong_kind_size_or_proof_type_are_refused_naming_what_they_are(
 
     let big = write(dir.path(), "32g.json", &with(&|v| v["registered_proof"] = "StackedDrg32GiBV1_1".into()));
     refused("porep", &big, &args, &["StackedDrg32GiBV1_1", "32 GiB", "StackedDrg2KiBV1"]);
-    let synthetic = write(
-        dir.path(),
-        "synth.json",
-        &with(&|v| v["registered_proof"] = "StackedDrg2KiBV1_1_Feat_SyntheticPoRep".into()),
-    );
-    refused("porep", &synthetic, &args, &["StackedDrg2KiBV1_1_Feat_SyntheticPoRep", "synthetic"]);
     let ni = write(
         dir.path(),
         "ni.json",
         &with(&|v| v["registered_proof"] = "StackedDrg2KiBV1_2_Feat_NonInteractivePoRep".into()),
     );
-    refused("porep", &ni, &args, &["NonInteractivePoRep", "non-interactive"]);
+    refused("porep", &ni, &args, &["StackedDrg2KiBV1_2_Feat_NonInteractivePoRep", "non-interactive"]);
+    assert!(matches!(
+        node_formats::porep_job_from_ffi_c1(
+            &with(&|v| v["registered_proof"] = "StackedDrg2KiBV1_2_Feat_NonInteractivePoRep".into()),
+            1,
+            1
+        ),
+        Err(NodeFormatError::UnsupportedSealProof { proof: node::NON_INTERACTIVE_SEAL_PROOF, .. })
+    ));
+    assert_eq!(
+        node_formats::seal_proof_from_ffi(node::NON_INTERACTIVE_SEAL_PROOF_FFI).unwrap(),
+        node::NON_INTERACTIVE_SEAL_PROOF
+    );
     let unknown = write(dir.path(), "unknown.json", &with(&|v| v["registered_proof"] = "StackedDrg4KiBV1".into()));
     refused("porep", &unknown, &args, &["StackedDrg4KiBV1"]);
 
@@ -150,4 +157,88 @@ fn inputs_of_the_wrong_kind_size_or_proof_type_are_refused_naming_what_they_are(
     refused("porep", &not_base64, &ids(1, None), &["base64"]);
     let other = write(dir.path(), "other.json", br#"{"SectorNumber": 1, "Proof": "x"}"#);
     refused("porep", &other, &ids(1, Some(1)), &["SectorNumber", "Proof"]);
+}
+
+/// Synthetic PoRep (filecoin-ffi's 10): the interactive circuit and parameters, its challenges
+/// drawn by comm_r and the seed from the synthetic ones the sector proved before its seed.
+/// Proven from Curio's envelope, the proof must pass filecoin-proofs-api's `verify_seal` for
+/// the synthetic proof type, and fail filecoin-proofs' `verify_seal` for interactive PoRep of
+/// the same porep id (the challenges it was proven against before the registered proof's
+/// feature reached the PoRep configuration), for a flipped comm_r and another sector. One
+/// proof: the interactive twin is judged by the verifiers, not proven.
+#[test]
+fn prove_reads_a_synthetic_porep_c1_output_and_proves_its_synthetic_challenges() {
+    use filecoin_proofs::{SealCommitPhase1Output, SectorShape2KiB};
+    use storage_proofs_core::sector::SectorId;
+    assert_eq!(node_formats::seal_proof_from_ffi(node::SYNTHETIC_SEAL_PROOF_FFI).unwrap(), node::SYNTHETIC_SEAL_PROOF);
+    let sector = node::sector_of(node::SYNTHETIC_SEAL_PROOF);
+    let dir = tempfile::tempdir().unwrap();
+    let envelope = write(dir.path(), "commit2-in.json", &node::envelope(sector));
+    let porep = node_formats::porep_job_from_envelope(&node::envelope(sector), sector.miner_id).unwrap();
+    assert_eq!(porep.proof, node::SYNTHETIC_SEAL_PROOF);
+    let snarkpipe::filecoin::VanillaRequest::Porep(job) = &porep.job else { panic!("{:?}", porep.job) };
+    let synthetic = snarkpipe::filecoin::porep_config(
+        job.sector_size,
+        job.porep_id,
+        porep.job.api_version().unwrap(),
+        job.partitions,
+    )
+    .unwrap();
+    let feature = storage_proofs_core::api_version::ApiFeature::SyntheticPoRep;
+    assert!(synthetic.feature_enabled(feature), "{synthetic:?}");
+
+    let out = dir.path().join("synthetic.proof");
+    let mut args = ids(sector.miner_id, None);
+    args.extend(["--out".to_string(), out.display().to_string()]);
+    let output = run_prove("porep", &envelope, &args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let proof = std::fs::read(&out).unwrap();
+    assert!(node::verify_seal(sector, &proof, sector.sector_number), "filecoin-proofs-api rejects the proof");
+    assert!(!node::verify_seal(sector, &proof, sector.sector_number + 1), "verified for another sector");
+
+    // filecoin-proofs' own verifier: the synthetic configuration accepts, the interactive one
+    // of the same porep id (other challenges) and another comm_r do not.
+    let mut interactive = synthetic.clone();
+    interactive.api_features.clear();
+    let verify = |config: &filecoin_proofs::PoRepConfig, comm_r: [u8; 32]| {
+        filecoin_proofs::verify_seal::<SectorShape2KiB>(
+            config,
+            comm_r,
+            sector.comm_d,
+            sector.prover_id,
+            SectorId::from(sector.sector_number),
+            sector.ticket,
+            sector.seed,
+            &proof,
+        )
+        .unwrap_or(false)
+    };
+    assert!(verify(&synthetic, sector.comm_r), "filecoin-proofs rejects the synthetic proof");
+    assert!(!verify(&interactive, sector.comm_r), "the proof verifies against interactive challenges");
+    let mut other_comm_r = sector.comm_r;
+    other_comm_r[0] ^= 1;
+    assert!(!verify(&synthetic, other_comm_r), "the proof verifies for another comm_r");
+
+    // What the proof would have opened as interactive PoRep: storage-proofs' vanilla verifier
+    // finds the C1 output's partition proofs answer the synthetic challenges, not the
+    // interactive ones of the same sector and seed.
+    let c1: SealCommitPhase1Output<SectorShape2KiB> = serde_json::from_str(job.phase1_output.get()).unwrap();
+    let answers = |config: &filecoin_proofs::PoRepConfig| {
+        use storage_proofs_core::proof::ProofScheme;
+        use storage_proofs_porep::stacked::{PublicInputs, StackedDrg, Tau};
+        let setup = filecoin_proofs::parameters::setup_params(config).unwrap();
+        let params = StackedDrg::<SectorShape2KiB, filecoin_proofs::DefaultPieceHasher>::setup(&setup).unwrap();
+        let inputs = PublicInputs {
+            replica_id: c1.replica_id,
+            tau: Some(Tau {
+                comm_d: filecoin_proofs::as_safe_commitment(&c1.comm_d, "comm_d").unwrap(),
+                comm_r: filecoin_proofs::as_safe_commitment(&c1.comm_r, "comm_r").unwrap(),
+            }),
+            k: None,
+            seed: Some(c1.seed),
+        };
+        StackedDrg::verify_all_partitions(&params, &inputs, &c1.vanilla_proofs).unwrap_or(false)
+    };
+    assert!(answers(&synthetic), "the C1 output does not answer its synthetic challenges");
+    assert!(!answers(&interactive), "the C1 output answers interactive challenges too: the twin proves nothing");
 }

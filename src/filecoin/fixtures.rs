@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 use ff::{Field, PrimeField};
 use filecoin_proofs::{
     add_piece, encode_into, generate_fallback_sector_challenges, generate_partition_proofs, generate_piece_commitment,
-    generate_single_vanilla_proof, seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2,
-    validate_cache_for_commit, Commitment, DefaultPieceHasher, FallbackPoStSectorProof, PaddedBytesAmount, PieceInfo,
-    PoRepConfig, PoStConfig, PoStType, PrivateReplicaInfo, SealCommitPhase1Output, SectorShape2KiB, SectorUpdateConfig,
-    UnpaddedBytesAmount, SECTOR_SIZE_2_KIB,
+    generate_single_vanilla_proof, generate_synth_proofs, seal_commit_phase1, seal_pre_commit_phase1,
+    seal_pre_commit_phase2, validate_cache_for_commit, Commitment, DefaultPieceHasher, FallbackPoStSectorProof,
+    PaddedBytesAmount, PieceInfo, PoRepConfig, PoStConfig, PoStType, PrivateReplicaInfo, SealCommitPhase1Output,
+    SectorShape2KiB, SectorUpdateConfig, UnpaddedBytesAmount, SECTOR_SIZE_2_KIB,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use storage_proofs_core::api_version::ApiVersion;
+use storage_proofs_core::api_version::{ApiFeature, ApiVersion};
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::sector::SectorId;
 use storage_proofs_porep::stacked::StackedCompound;
@@ -154,7 +154,8 @@ fn stage_random_piece(config: &PoRepConfig, dir: &Path, rng: &mut impl Rng) -> R
     Ok((staged_path, vec![info]))
 }
 
-/// Seals a fresh 2 KiB sector of random data under `work_dir` and runs commit phase 1.
+/// Seals a fresh 2 KiB sector of random data under `work_dir` and runs commit phase 1 (after
+/// the synthetic proofs, when `config` has synthetic PoRep).
 pub fn seal_sector(work_dir: &Path, config: &PoRepConfig, seed: u64) -> Result<SealedSector> {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let io = |what: &str, e: std::io::Error| Error::io(format!("{what} in {}", work_dir.display()), e);
@@ -184,6 +185,21 @@ pub fn seal_sector(work_dir: &Path, config: &PoRepConfig, seed: u64) -> Result<S
     validate_cache_for_commit::<_, _, Tree2KiB>(&cache_dir, &replica_path)
         .map_err(|e| filecoin_error("validating the sector cache", e))?;
     let (comm_r, comm_d) = (pre_commit.comm_r, pre_commit.comm_d);
+    // Synthetic PoRep proves its synthetic challenges once, before the seed is known, and
+    // commit phase 1 then picks the seed's challenges from those proofs (as a node does).
+    if config.feature_enabled(ApiFeature::SyntheticPoRep) {
+        generate_synth_proofs::<_, Tree2KiB>(
+            config,
+            &cache_dir,
+            &replica_path,
+            prover_id,
+            sector_id,
+            ticket,
+            pre_commit.clone(),
+            &piece_infos,
+        )
+        .map_err(|e| filecoin_error("synthetic proofs", e))?;
+    }
     let phase1_output = seal_commit_phase1::<_, Tree2KiB>(
         config,
         &cache_dir,

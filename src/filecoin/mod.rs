@@ -200,6 +200,13 @@ pub fn parse_api_version(text: &str) -> Result<ApiVersion> {
 
 /// The PoRep configuration a node seals with: filecoin-proofs' own for the size, with
 /// `partitions` overriding the published partition count when given (small test sectors).
+///
+/// The API features are those of the registered seal proof whose porep id `porep_id` is
+/// ([`node_formats::seal_proof_of_porep_id`]): filecoin-proofs-api seals a
+/// `StackedDrg*V1_1_Feat_SyntheticPoRep` sector under that proof's own porep id, so the id
+/// names the feature, and a synthetic C1 output proven without it would be proven against
+/// interactive challenges. Any other porep id (a test's own) is interactive PoRep. A porep id
+/// of a featured proof must agree with the sector size and API version it was sealed at.
 pub fn porep_config(
     sector_size: u64,
     porep_id: [u8; 32],
@@ -207,7 +214,9 @@ pub fn porep_config(
     partitions: Option<u8>,
 ) -> Result<PoRepConfig> {
     check_sector_size(sector_size)?;
-    let mut config = PoRepConfig::new_groth16(sector_size, porep_id, api_version);
+    let features = registered_features(sector_size, &porep_id, api_version)?;
+    let mut config = PoRepConfig::new_groth16_with_features(sector_size, porep_id, api_version, features)
+        .map_err(|e| filecoin_error("PoRep configuration", e))?;
     if let Some(partitions) = partitions {
         if partitions == 0 {
             return Err(Error::Filecoin("a PoRep needs at least one partition".into()));
@@ -215,6 +224,35 @@ pub fn porep_config(
         config.partitions = filecoin_proofs::PoRepProofPartitions(partitions);
     }
     Ok(config)
+}
+
+/// The API features of the registered seal proof `porep_id` names, checked against the
+/// sector size and API version the job states; none for an id no registered proof has.
+fn registered_features(
+    sector_size: u64,
+    porep_id: &[u8; 32],
+    api_version: ApiVersion,
+) -> Result<Vec<storage_proofs_core::api_version::ApiFeature>> {
+    let Some(proof) = node_formats::seal_proof_of_porep_id(porep_id) else {
+        return Ok(Vec::new());
+    };
+    let registered = proof.as_v1_config();
+    // Interactive porep ids carry no feature and are only hashed into the replica id; the
+    // zeros of a SnapDeals configuration read as StackedDrg2KiBV1 at every size.
+    if registered.api_features.is_empty() {
+        return Ok(Vec::new());
+    }
+    let registered_size = u64::from(registered.sector_size);
+    if registered_size != sector_size || registered.api_version != api_version {
+        return Err(Error::Filecoin(format!(
+            "the porep id is that of {proof:?}, a {} PoRep at API {}, but the job is of a {} sector at API \
+             {api_version}: give the sector size and API version it was sealed at",
+            sector_size_name(registered_size),
+            registered.api_version,
+            sector_size_name(sector_size),
+        )));
+    }
+    Ok(registered.api_features)
 }
 
 /// The PoSt configuration of `typ` for a sector size, with filecoin-proofs' published

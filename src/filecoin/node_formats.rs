@@ -29,8 +29,9 @@ pub enum NodeFormatError {
     #[error("registered {family} proof {value} is not one filecoin-ffi numbers ({known})")]
     UnknownRegisteredProof { family: &'static str, value: u64, known: &'static str },
     #[error(
-        "{proof:?} is a {feature} PoRep, whose challenges or aggregation snarkpipe does not prove yet; prove it \
-         with filecoin-proofs (or send only interactive PoRep: StackedDrg*V1 and StackedDrg*V1_1)"
+        "{proof:?} is a {feature} PoRep, whose proofs filecoin-proofs aggregates; snarkpipe does not prove it yet: \
+         prove it with filecoin-proofs, or seal with interactive or synthetic PoRep (StackedDrg*V1, StackedDrg*V1_1, \
+         StackedDrg*V1_1_Feat_SyntheticPoRep)"
     )]
     UnsupportedSealProof { proof: RegisteredSealProof, feature: &'static str },
     #[error("{0}")]
@@ -96,19 +97,25 @@ pub fn seal_proof_from_ffi(value: u64) -> Result<RegisteredSealProof> {
     })
 }
 
-/// Refuses the seal proofs whose C1 output snarkpipe would prove against the wrong challenges:
-/// synthetic PoRep derives them otherwise, non-interactive PoRep aggregates.
+/// Refuses the seal proofs snarkpipe does not prove: non-interactive PoRep, whose partition
+/// proofs filecoin-proofs aggregates into one. Interactive and synthetic PoRep are proven, the
+/// synthetic feature reaching the PoRep configuration through the porep id
+/// ([`super::porep_config`]).
 pub fn check_seal_proof_supported(proof: RegisteredSealProof) -> Result<()> {
-    let features = proof.as_v1_config().api_features;
-    for (feature, name) in [
-        (filecoin_proofs_api::ApiFeature::SyntheticPoRep, "synthetic"),
-        (filecoin_proofs_api::ApiFeature::NonInteractivePoRep, "non-interactive"),
-    ] {
-        if features.contains(&feature) {
-            return Err(NodeFormatError::UnsupportedSealProof { proof, feature: name });
-        }
+    if proof.as_v1_config().api_features.contains(&filecoin_proofs_api::ApiFeature::NonInteractivePoRep) {
+        return Err(NodeFormatError::UnsupportedSealProof { proof, feature: "non-interactive" });
     }
     Ok(())
+}
+
+/// The registered seal proof whose porep id `porep_id` is, exactly as filecoin-proofs-api
+/// writes it (the proof's number and nonce, little-endian, then zeros); `None` for any other
+/// id (a test's own, or the zeros a SnapDeals configuration carries).
+pub fn seal_proof_of_porep_id(porep_id: &[u8; 32]) -> Option<RegisteredSealProof> {
+    let mut number = [0u8; 8];
+    number.copy_from_slice(&porep_id[..8]);
+    let proof = seal_proof_from_ffi(u64::from_le_bytes(number)).ok()?;
+    (proof.as_v1_config().porep_id == *porep_id).then_some(proof)
 }
 
 /// The PoSt proofs in filecoin-ffi's numbering: Winning 2 KiB to 64 GiB are 0 to 4, Window
@@ -459,16 +466,37 @@ mod tests {
     }
 
     #[test]
-    fn synthetic_and_non_interactive_porep_are_refused_by_name() {
-        for value in 0..10 {
+    fn only_non_interactive_porep_is_refused_and_by_name() {
+        // 0 to 9 interactive, 10 to 14 synthetic: proven.
+        for value in 0..15 {
             check_seal_proof_supported(seal_proof_from_ffi(value).unwrap()).unwrap();
         }
-        for value in 10..20 {
+        for value in 15..20 {
             let proof = seal_proof_from_ffi(value).unwrap();
-            let err = check_seal_proof_supported(proof).unwrap_err().to_string();
-            assert!(err.contains(&format!("{proof:?}")), "{err}");
-            assert!(err.contains(if value < 15 { "synthetic" } else { "non-interactive" }), "{err}");
+            let err = check_seal_proof_supported(proof).unwrap_err();
+            assert!(matches!(err, NodeFormatError::UnsupportedSealProof { proof: p, .. } if p == proof), "{err}");
+            let err = err.to_string();
+            assert!(err.contains(&format!("{proof:?}")) && err.contains("non-interactive"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_porep_id_names_its_registered_proof_only_when_it_is_exactly_filecoin_proofs_apis() {
+        for value in 0..20u64 {
+            let proof = seal_proof_from_ffi(value).unwrap();
+            let porep_id = proof.as_v1_config().porep_id;
+            assert_eq!(seal_proof_of_porep_id(&porep_id), Some(proof));
+            // A nonce or any later byte set: some other id, not the registered proof's.
+            for byte in [8, 16, 31] {
+                let mut other = porep_id;
+                other[byte] = 1;
+                assert_eq!(seal_proof_of_porep_id(&other), None, "{proof:?} with byte {byte} set");
+            }
+        }
+        let mut past = [0u8; 32];
+        past[0] = 20;
+        assert_eq!(seal_proof_of_porep_id(&past), None);
+        assert_eq!(seal_proof_of_porep_id(&[129; 32]), None);
     }
 
     #[test]

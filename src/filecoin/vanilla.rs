@@ -12,6 +12,10 @@
 //!   "phase1_output": { "vanilla_proofs": …, "comm_r": …, … } }
 //! ```
 //!
+//! A `porep_id` that is a registered seal proof's, exactly as filecoin-proofs-api writes it,
+//! brings that proof's API features: `StackedDrg*V1_1_Feat_SyntheticPoRep`'s is proven as
+//! synthetic PoRep, a non-interactive proof's is refused by name.
+//!
 //! The vanilla part is kept as raw JSON until the sector size has chosen the merkle-tree type it
 //! is read as, and then read straight from the file's text (a 32 GiB C1 output is tens of MB).
 
@@ -111,6 +115,16 @@ impl VanillaRequest {
         request.api_version().map_err(|e| e.to_string())?;
         if let VanillaRequest::WinningPost(PostVanilla { partition_index: Some(_), .. }) = &request {
             return Err("a Winning PoSt has one partition: partition_index is for Window PoSt jobs".into());
+        }
+        if let VanillaRequest::Porep(p) = &request {
+            // The porep id of a registered proof names its features (super::porep_config): a
+            // non-interactive one is refused here, by name, and a synthetic one must agree
+            // with the job's size and API version.
+            if let Some(proof) = super::node_formats::seal_proof_of_porep_id(&p.porep_id) {
+                super::node_formats::check_seal_proof_supported(proof).map_err(|e| e.to_string())?;
+            }
+            let api_version = request.api_version().map_err(|e| e.to_string())?;
+            super::porep_config(p.sector_size, p.porep_id, api_version, p.partitions).map_err(|e| e.to_string())?;
         }
         Ok(request)
     }
@@ -235,6 +249,41 @@ mod tests {
         for (text, expected) in cases {
             let err = VanillaRequest::parse(&text).expect_err(&text);
             assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    fn porep_job(registered: u64, sector_size: u64, api: &str) -> String {
+        let proof = super::super::node_formats::seal_proof_from_ffi(registered).unwrap();
+        format!(
+            r#"{{"kind":"porep","sector_size":{sector_size},"api_version":"{api}","porep_id":{},"partitions":1,"prover_id":{},"sector_id":1,"phase1_output":{{}}}}"#,
+            serde_json::to_string(&proof.as_v1_config().porep_id).unwrap(),
+            serde_json::to_string(&[0u8; 32]).unwrap()
+        )
+    }
+
+    #[test]
+    fn a_registered_porep_id_brings_its_features_or_its_refusal() {
+        // Interactive (5) and synthetic (10) 2 KiB PoRep parse; the synthetic one's
+        // configuration has the feature.
+        VanillaRequest::parse(&porep_job(5, 2048, "1.1.0")).unwrap();
+        match VanillaRequest::parse(&porep_job(10, 2048, "1.2.0")).unwrap() {
+            VanillaRequest::Porep(p) => {
+                let config = super::super::porep_config(p.sector_size, p.porep_id, ApiVersion::V1_2_0, p.partitions);
+                let feature = storage_proofs_core::api_version::ApiFeature::SyntheticPoRep;
+                assert!(config.unwrap().feature_enabled(feature));
+            }
+            other => panic!("{other:?}"),
+        }
+        let cases = [
+            (porep_job(15, 2048, "1.2.0"), vec!["StackedDrg2KiBV1_2_Feat_NonInteractivePoRep", "non-interactive"]),
+            (porep_job(10, 2048, "1.1.0"), vec!["StackedDrg2KiBV1_1_Feat_SyntheticPoRep", "API 1.1.0", "API 1.2.0"]),
+            (porep_job(13, 2048, "1.2.0"), vec!["StackedDrg32GiBV1_1_Feat_SyntheticPoRep", "32 GiB", "2 KiB"]),
+        ];
+        for (text, words) in cases {
+            let err = VanillaRequest::parse(&text).expect_err(&text);
+            for word in words {
+                assert!(err.contains(word), "{text}: {err} does not name {word}");
+            }
         }
     }
 

@@ -36,6 +36,15 @@ pub const WINDOW_PROOF_FFI: u64 = 10;
 pub const UPDATE_PROOF: RegisteredUpdateProof = RegisteredUpdateProof::StackedDrg2KiBV1;
 pub const UPDATE_PROOF_FFI: u64 = 0;
 
+/// Synthetic PoRep of 2 KiB (filecoin-ffi's 10): the interactive circuit and parameters,
+/// challenges drawn from the synthetic ones by comm_r and the seed.
+pub const SYNTHETIC_SEAL_PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep;
+pub const SYNTHETIC_SEAL_PROOF_FFI: u64 = 10;
+/// Non-interactive PoRep of 2 KiB (filecoin-ffi's 15), which snarkpipe refuses.
+pub const NON_INTERACTIVE_SEAL_PROOF: RegisteredSealProof =
+    RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
+pub const NON_INTERACTIVE_SEAL_PROOF_FFI: u64 = 15;
+
 /// A sector sealed through filecoin-proofs-api, and its C1 output.
 pub struct NodeSector {
     pub proof: RegisteredSealProof,
@@ -133,6 +142,20 @@ fn seal_sector(proof: RegisteredSealProof) -> NodeSector {
             .unwrap();
     let p2 = seal::seal_pre_commit_phase2(p1, &cache_dir, &replica_path).unwrap();
     let (comm_r, comm_d) = (p2.comm_r, p2.comm_d);
+    // A synthetic PoRep sector proves its synthetic challenges before the seed, as a node's
+    // pipeline does between PreCommit and the seed; commit phase 1 then reads them.
+    if proof.feature_enabled(filecoin_proofs_api::ApiFeature::SyntheticPoRep) {
+        seal::generate_synth_proofs(
+            cache_dir.as_path(),
+            replica_path.as_path(),
+            prover_id,
+            sector_id,
+            ticket,
+            p2.clone(),
+            &pieces,
+        )
+        .unwrap();
+    }
     let c1 = seal::seal_commit_phase1(
         cache_dir.as_path(),
         replica_path.as_path(),
