@@ -144,6 +144,13 @@ fn inputs_of_the_wrong_kind_size_or_proof_type_are_refused_naming_what_they_are(
         node_formats::seal_proof_from_ffi(node::NON_INTERACTIVE_SEAL_PROOF_FFI).unwrap(),
         node::NON_INTERACTIVE_SEAL_PROOF
     );
+    // snarkpipe's own job file with a non-interactive proof's porep id: refused by name too.
+    let job = node_formats::porep_job_from_ffi_c1(&sector.c1_json, sector.miner_id, sector.sector_number).unwrap();
+    let mut job: serde_json::Value = serde_json::from_str(&node_formats::job_json(&job.job)).unwrap();
+    job["porep_id"] = serde_json::to_value(node::NON_INTERACTIVE_SEAL_PROOF.as_v1_config().porep_id).unwrap();
+    job["api_version"] = "1.2.0".into();
+    let ni_job = write(dir.path(), "ni-job.json", &serde_json::to_vec(&job).unwrap());
+    refused("porep", &ni_job, &[], &["StackedDrg2KiBV1_2_Feat_NonInteractivePoRep", "non-interactive"]);
     let unknown = write(dir.path(), "unknown.json", &with(&|v| v["registered_proof"] = "StackedDrg4KiBV1".into()));
     refused("porep", &unknown, &args, &["StackedDrg4KiBV1"]);
 

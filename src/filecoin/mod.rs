@@ -206,7 +206,8 @@ pub fn parse_api_version(text: &str) -> Result<ApiVersion> {
 /// `StackedDrg*V1_1_Feat_SyntheticPoRep` sector under that proof's own porep id, so the id
 /// names the feature, and a synthetic C1 output proven without it would be proven against
 /// interactive challenges. Any other porep id (a test's own) is interactive PoRep. A porep id
-/// of a featured proof must agree with the sector size and API version it was sealed at.
+/// of a featured proof must agree with the sector size and API version it was sealed at, and
+/// a non-interactive proof's is refused by name.
 pub fn porep_config(
     sector_size: u64,
     porep_id: [u8; 32],
@@ -227,7 +228,8 @@ pub fn porep_config(
 }
 
 /// The API features of the registered seal proof `porep_id` names, checked against the
-/// sector size and API version the job states; none for an id no registered proof has.
+/// sector size and API version the job states; none for an id no registered proof has; an
+/// error naming the proof for one snarkpipe does not prove (non-interactive PoRep).
 fn registered_features(
     sector_size: u64,
     porep_id: &[u8; 32],
@@ -236,6 +238,9 @@ fn registered_features(
     let Some(proof) = node_formats::seal_proof_of_porep_id(porep_id) else {
         return Ok(Vec::new());
     };
+    // Non-interactive PoRep aggregates its partition proofs: refused here, on every path a
+    // PoRep takes to a configuration (job file, node C1 output, daemon, library), by name.
+    node_formats::check_seal_proof_supported(proof).map_err(|e| Error::Filecoin(e.to_string()))?;
     let registered = proof.as_v1_config();
     // Interactive porep ids carry no feature and are only hashed into the replica id; the
     // zeros of a SnapDeals configuration read as StackedDrg2KiBV1 at every size.
@@ -306,6 +311,40 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_registered_seal_proof_gets_filecoin_proofs_apis_configuration_or_a_refusal_by_name() {
+        for value in 0..20 {
+            let proof = node_formats::seal_proof_from_ffi(value).unwrap();
+            let api = proof.as_v1_config();
+            let size = u64::from(api.sector_size);
+            let ours = porep_config(size, api.porep_id, api.api_version, None);
+            let non_interactive =
+                api.api_features.contains(&storage_proofs_core::api_version::ApiFeature::NonInteractivePoRep);
+            if non_interactive {
+                let err = ours.unwrap_err();
+                assert!(matches!(err, Error::Filecoin(_)), "{err:?}");
+                assert!(err.to_string().contains(&format!("{proof:?}")), "{err}");
+                continue;
+            }
+            let ours = ours.unwrap_or_else(|e| panic!("{proof:?}: {e}"));
+            assert_eq!(ours.api_features, api.api_features, "{proof:?}");
+            assert_eq!((ours.partitions.0, ours.api_version), (api.partitions.0, api.api_version), "{proof:?}");
+            // The twin: the same porep id at another API version or size is refused when the id
+            // carries a feature (the configuration would not be the one it was sealed with).
+            if !api.api_features.is_empty() {
+                let err = porep_config(size, api.porep_id, ApiVersion::V1_1_0, None).unwrap_err().to_string();
+                assert!(err.contains(&format!("{proof:?}")) && err.contains("API 1.2.0"), "{err}");
+                let other = if size == SECTOR_SIZES[0] { SECTOR_SIZES[1] } else { SECTOR_SIZES[0] };
+                let err = porep_config(other, api.porep_id, api.api_version, None).unwrap_err().to_string();
+                assert!(err.contains(&format!("{proof:?}")) && err.contains(&sector_size_name(other)), "{err}");
+            }
+        }
+        // Another porep id (a test's own, a SnapDeals configuration's zeros at any size) is
+        // interactive PoRep.
+        assert!(porep_config(SECTOR_SIZES[3], [129; 32], ApiVersion::V1_2_0, None).unwrap().api_features.is_empty());
+        assert!(porep_config(SECTOR_SIZES[4], [0; 32], ApiVersion::V1_1_0, None).unwrap().api_features.is_empty());
     }
 
     #[test]

@@ -120,9 +120,6 @@ impl VanillaRequest {
             // The porep id of a registered proof names its features (super::porep_config): a
             // non-interactive one is refused here, by name, and a synthetic one must agree
             // with the job's size and API version.
-            if let Some(proof) = super::node_formats::seal_proof_of_porep_id(&p.porep_id) {
-                super::node_formats::check_seal_proof_supported(proof).map_err(|e| e.to_string())?;
-            }
             let api_version = request.api_version().map_err(|e| e.to_string())?;
             super::porep_config(p.sector_size, p.porep_id, api_version, p.partitions).map_err(|e| e.to_string())?;
         }
