@@ -230,22 +230,49 @@ fn prove_reads_a_synthetic_porep_c1_output_and_proves_its_synthetic_challenges()
     // finds the C1 output's partition proofs answer the synthetic challenges, not the
     // interactive ones of the same sector and seed.
     let c1: SealCommitPhase1Output<SectorShape2KiB> = serde_json::from_str(job.phase1_output.get()).unwrap();
-    let answers = |config: &filecoin_proofs::PoRepConfig| {
-        use storage_proofs_core::proof::ProofScheme;
-        use storage_proofs_porep::stacked::{PublicInputs, StackedDrg, Tau};
-        let setup = filecoin_proofs::parameters::setup_params(config).unwrap();
-        let params = StackedDrg::<SectorShape2KiB, filecoin_proofs::DefaultPieceHasher>::setup(&setup).unwrap();
-        let inputs = PublicInputs {
-            replica_id: c1.replica_id,
-            tau: Some(Tau {
-                comm_d: filecoin_proofs::as_safe_commitment(&c1.comm_d, "comm_d").unwrap(),
-                comm_r: filecoin_proofs::as_safe_commitment(&c1.comm_r, "comm_r").unwrap(),
-            }),
-            k: None,
-            seed: Some(c1.seed),
-        };
-        StackedDrg::verify_all_partitions(&params, &inputs, &c1.vanilla_proofs).unwrap_or(false)
-    };
+    let answers = |config: &filecoin_proofs::PoRepConfig| answers_challenges(config, &c1);
     assert!(answers(&synthetic), "the C1 output does not answer its synthetic challenges");
     assert!(!answers(&interactive), "the C1 output answers interactive challenges too: the twin proves nothing");
+}
+
+/// Whether storage-proofs' vanilla verifier finds `c1`'s partition proofs answer the
+/// challenges `config` draws (interactive, or synthetic when it has the feature).
+fn answers_challenges(
+    config: &filecoin_proofs::PoRepConfig,
+    c1: &filecoin_proofs::SealCommitPhase1Output<filecoin_proofs::SectorShape2KiB>,
+) -> bool {
+    use filecoin_proofs::{as_safe_commitment, DefaultPieceHasher, SectorShape2KiB};
+    use storage_proofs_core::proof::ProofScheme;
+    use storage_proofs_porep::stacked::{PublicInputs, StackedDrg, Tau};
+    let setup = filecoin_proofs::parameters::setup_params(config).unwrap();
+    let params = StackedDrg::<SectorShape2KiB, DefaultPieceHasher>::setup(&setup).unwrap();
+    let inputs = PublicInputs {
+        replica_id: c1.replica_id,
+        tau: Some(Tau {
+            comm_d: as_safe_commitment(&c1.comm_d, "comm_d").unwrap(),
+            comm_r: as_safe_commitment(&c1.comm_r, "comm_r").unwrap(),
+        }),
+        k: None,
+        seed: Some(c1.seed),
+    };
+    StackedDrg::verify_all_partitions(&params, &inputs, &c1.vanilla_proofs).unwrap_or(false)
+}
+
+/// snarkpipe's own fixtures (filecoin-proofs' calls, as `snarkpipe fixtures` and the other
+/// Filecoin tests seal) make a synthetic sector when the configuration has the feature: its
+/// synthetic proofs before commit phase 1, whose partition proofs then answer the synthetic
+/// challenges and not the interactive ones. Sealing only: no proof, seconds.
+#[test]
+fn the_fixtures_seal_a_synthetic_sector_with_filecoin_proofs() {
+    use snarkpipe::filecoin::fixtures;
+    node::use_params_dir();
+    let api = node::SYNTHETIC_SEAL_PROOF.as_v1_config();
+    let synthetic =
+        snarkpipe::filecoin::porep_config(u64::from(api.sector_size), api.porep_id, api.api_version, None).unwrap();
+    let dir = tempfile::tempdir_in(filecoin::fixture_root()).unwrap();
+    let sector = fixtures::seal_sector(dir.path(), &synthetic, rand::random()).unwrap();
+    let mut interactive = synthetic.clone();
+    interactive.api_features.clear();
+    assert!(answers_challenges(&synthetic, &sector.phase1_output), "the synthetic sector's C1 output is wrong");
+    assert!(!answers_challenges(&interactive, &sector.phase1_output), "it answers interactive challenges too");
 }
