@@ -140,18 +140,14 @@ impl StageLogic for Admission {
     }
 }
 
-/// Turns a partition synthesized witness-only into its whole witness, evaluated on the host
-/// and checked to satisfy its matrices, for a device that cannot hold the matrices. A witness
-/// that does not satisfy them shows that the circuit's structure follows its witness: the
-/// partition fails with [`Error::MatricesMismatch`], and the key's later partitions are
-/// synthesized in full.
+/// Turns a partition synthesized witness-only into its whole witness, evaluated on the host,
+/// for a device that cannot hold the matrices. It is not checked here: every partition's
+/// a·b = c is checked on the device before its quotient (the ntt stage), and a failure there is
+/// the input's fault, so a bad vanilla proof neither switches the key's witness-only synthesis
+/// off nor costs a second pass over the constraints on the host.
 fn evaluate_on_host(job: &mut PartitionJob) -> Result<()> {
     let PartitionInput::Assignment(assignment) = &job.input else { return Ok(()) };
-    let witness = assignment.evaluate_checked().inspect_err(|err| {
-        if matches!(err, Error::MatricesMismatch { .. }) {
-            job.key.recording.mark_unusable();
-        }
-    })?;
+    let witness = assignment.evaluate()?;
     job.input = PartitionInput::Witness(Arc::new(witness));
     Ok(())
 }
