@@ -279,12 +279,20 @@ async fn curio_proves_porep_and_snapdeals_over_a_unix_socket() {
         &["StackedDrg32GiBV1_1", "StackedDrg2KiBV1_1"],
         "a 32 GiB registered proof",
     );
-    let mut bad = porep_request("synthetic");
-    bad.registered_proof = 10;
+    // A synthetic proof type for an interactive sector's C1 output: the types disagree.
+    let mut bad = porep_request("synthetic-for-interactive");
+    bad.registered_proof = node::SYNTHETIC_SEAL_PROOF_FFI;
     invalid(
         client.submit_proof(bad).await,
-        &["StackedDrg2KiBV1_1_Feat_SyntheticPoRep", "synthetic"],
-        "synthetic PoRep",
+        &["StackedDrg2KiBV1_1_Feat_SyntheticPoRep", "StackedDrg2KiBV1_1"],
+        "a synthetic proof type for an interactive C1 output",
+    );
+    let mut bad = porep_request("non-interactive");
+    bad.registered_proof = node::NON_INTERACTIVE_SEAL_PROOF_FFI;
+    invalid(
+        client.submit_proof(bad).await,
+        &["StackedDrg2KiBV1_2_Feat_NonInteractivePoRep", "non-interactive"],
+        "non-interactive PoRep",
     );
     let mut bad = porep_request("unknown");
     bad.registered_proof = 99;

@@ -267,7 +267,7 @@ impl<'p> FilecoinProver<'p> {
     }
 
     /// PoRep commit phase 2 from a C1 output: `filecoin_proofs::seal_commit_phase2`'s inputs and
-    /// proof bytes (interactive PoRep; non-interactive PoRep aggregates and is not supported).
+    /// proof bytes (interactive or synthetic PoRep; non-interactive PoRep aggregates and is not supported).
     pub fn seal_commit_phase2<Tree: 'static + MerkleTreeTrait>(
         &self,
         porep_config: &PoRepConfig,
@@ -278,7 +278,7 @@ impl<'p> FilecoinProver<'p> {
         let started = Instant::now();
         if porep_config.feature_enabled(ApiFeature::NonInteractivePoRep) {
             return Err(Error::Filecoin(
-                "non-interactive PoRep aggregates its proofs; snarkpipe proves interactive PoRep only".into(),
+                "non-interactive PoRep aggregates its proofs; snarkpipe proves interactive and synthetic PoRep only".into(),
             ));
         }
         let SealCommitPhase1Output { vanilla_proofs, comm_d, comm_r, replica_id, seed, ticket } = phase1_output;
