@@ -12,7 +12,8 @@
 #            output in $WORK/jobs, checked by storage-proofs' vanilla verifier (seconds)
 #   prove    snarkpipe prove --kind porep --test-setup on that job: the test setup of the real
 #            circuit (about 130 M constraints at 32 GiB) and its matrices, then 10 partitions,
-#            synthesis included, verified by verify_seal. DEVICE_MEMORY caps the device budget.
+#            synthesis included, verified by verify_seal. DEVICE_MEMORY caps the device budget;
+#            SYNTHESIS_MEMORY (default 24GiB) bounds the witnesses in flight.
 #   satisfy  the ignored test a_sparse_32gib_partition_satisfies_the_circuit (minutes)
 #   test-key the ignored test a_test_key_of_the_real_circuit_judges_a_sparse_sector
 # Each step runs under `timeout` and GNU time (peak resident memory), logged; a failed step is
@@ -62,8 +63,10 @@ sampler=$!
 size=${SIZE:-32g}
 job=$work/jobs/porep-${size}-sparse.json
 keys=$work/keys-$size-test-setup-known-toxic-waste
-cap_args=()
-[ -n "${DEVICE_MEMORY:-}" ] && cap_args=(--device-memory "$DEVICE_MEMORY")
+# The test key (about 62 GB of points at 32 GiB) and its matrices (about 13 GB) are held
+# outside the prover's host shares: the witnesses get what is left of the 128 GiB host.
+cap_args=(--synthesis-memory "${SYNTHESIS_MEMORY:-24GiB}")
+[ -n "${DEVICE_MEMORY:-}" ] && cap_args+=(--device-memory "$DEVICE_MEMORY")
 export SNARKPIPE_LOG=${SNARKPIPE_LOG:-info,snarkpipe::groth16::setup=debug} NO_COLOR=1
 for s in ${STEPS:-small sector prove}; do
   case $s in

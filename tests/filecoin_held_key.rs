@@ -258,4 +258,13 @@ fn a_second_process_finds_the_matrices_the_first_kept_and_synthesizes_no_partiti
     assert!(names.iter().any(|n| n.ends_with(".params.snarkpipe-matrices")), "no matrices kept: {names:?}");
     assert!(!names.iter().any(|n| n.ends_with(".tmp")), "a matrices write was cut short: {names:?}");
     assert_eq!(prove(), 0.0, "the second process synthesized a partition before proving");
+    // --synthesis-memory bounds the witnesses in flight: one that cannot fit is refused.
+    let refused = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+        .args(["prove", "--kind", "porep", "--backend", "cpu", "--synthesis-memory", "1MiB", "--vanilla", &job])
+        .arg("--params-dir")
+        .arg(&params)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("1048576") && !stderr.contains("panicked"), "{stderr}");
 }

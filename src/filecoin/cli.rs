@@ -57,6 +57,12 @@ pub struct ProveArgs {
     /// (`24GiB`): emulates a smaller card on a larger one.
     #[arg(long, value_parser = crate::plan::parse_bytes)]
     pub device_memory: Option<u64>,
+    /// Host bytes the witnesses of partitions in synthesis and in flight may take together
+    /// (default: half the host's memory). A key held in memory by `--test-setup` is not in
+    /// the key cache's share: at 32 GiB, leave room for its points and matrices (about
+    /// 75 GB) beside this.
+    #[arg(long, value_parser = crate::plan::parse_bytes)]
+    pub synthesis_memory: Option<u64>,
 }
 
 /// What `snarkpipe prove` reports.
@@ -100,8 +106,13 @@ pub fn prove(args: &ProveArgs) -> Result<ProveReport> {
     let params_dir = params::use_parameter_dir(&args.params_dir)?;
     let job = read_job(args)?;
     job.expect_kind(args.kind, &args.vanilla)?;
-    let config =
-        ProverConfig { backend: args.backend, device_memory_bytes: args.device_memory, ..ProverConfig::default() };
+    let defaults = ProverConfig::default();
+    let config = ProverConfig {
+        backend: args.backend,
+        device_memory_bytes: args.device_memory,
+        synthesis_host_bytes: args.synthesis_memory.unwrap_or(defaults.synthesis_host_bytes),
+        ..defaults
+    };
     let prover = Prover::new(config)?;
     let check = if args.check_points { PointCheck::Checked } else { PointCheck::Unchecked };
     let mut filecoin = FilecoinProver::with_params_dir(&prover, &params_dir)?.point_check(check);
