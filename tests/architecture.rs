@@ -1,6 +1,7 @@
-//! The architecture as the source states it: the top-level modules of `src/` depend on each
-//! other in one direction only (no cycle in the graph of their `crate::x` uses, tests inside
-//! `src/` included), and `unsafe` code stays in the CUDA backend.
+//! The architecture as the source states it: the files of `src/` import each other without a
+//! cycle (so neither do the top-level modules), reading through re-exports (`pub use`, at the
+//! crate root and in any module) to the file that defines what is named, tests inside `src/`
+//! included; and `unsafe` code stays in the CUDA backend.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -14,96 +15,456 @@ fn without_comments(source: &str) -> String {
     source.lines().map(|line| line.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
 }
 
-/// The identifiers named right after each `crate::`, including every first segment of a
-/// `crate::{a::b, c}` group.
-fn crate_roots(source: &str) -> BTreeSet<String> {
-    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
-    let mut roots = BTreeSet::new();
-    for (at, _) in source.match_indices("crate::") {
-        let rest = &source[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            // Top-level items of the group: split on commas at brace depth 0.
-            let (mut depth, mut item_start) = (0usize, 0usize);
-            for (i, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => {
-                        roots.insert(ident(group[item_start..i].trim_start()));
-                        break;
-                    }
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        roots.insert(ident(group[item_start..i].trim_start()));
-                        item_start = i + 1;
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            roots.insert(ident(rest));
-        }
-    }
-    roots
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
 }
 
-/// Module → the other top-level modules it uses.
-fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let modules: BTreeSet<String> = std::fs::read_dir(src)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .filter(|m| m != "lib" && m != "main")
-        .collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = modules.iter().map(|m| (m.clone(), BTreeSet::new())).collect();
+/// The source as code only: comments gone, and the contents of string and character literals
+/// blanked, so that neither a doc link nor a brace inside a string is read as code.
+fn code_only(source: &str) -> String {
+    let c: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    while i < c.len() {
+        let next = c.get(i + 1).copied();
+        if c[i] == '/' && next == Some('/') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if c[i] == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if c[i] == 'r' && matches!(next, Some('"' | '#')) && (i == 0 || !is_ident(c[i - 1])) {
+            // A raw string `r#"…"#` (or a raw identifier `r#name`, kept).
+            let hashes = c[i + 1..].iter().take_while(|&&h| h == '#').count();
+            if c.get(i + 1 + hashes) != Some(&'"') {
+                out.push(c[i]);
+                i += 1;
+                continue;
+            }
+            i += 2 + hashes;
+            while i < c.len()
+                && !(c[i] == '"' && c[i + 1..].iter().take(hashes).filter(|&&h| h == '#').count() == hashes)
+            {
+                i += 1;
+            }
+            i += 1 + hashes;
+            out.push_str("\"\"");
+        } else if c[i] == '"' {
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                i += if c[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c[i] == '\'' && next == Some('\\') {
+            i += 2;
+            while i < c.len() && c[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else if c[i] == '\'' && c.get(i + 2) == Some(&'\'') {
+            i += 3;
+            out.push_str("' '");
+        } else {
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A path as written, read from the start of `code` (`a::b::{c, d::e as f}` and so on): each
+/// full path it names, with the name it is known by (its last segment, or its `as`).
+fn use_tree(code: &[char]) -> Vec<(Vec<String>, String)> {
+    fn skip_space(c: &[char], i: &mut usize) {
+        while *i < c.len() && c[*i].is_whitespace() {
+            *i += 1;
+        }
+    }
+    fn ident(c: &[char], i: &mut usize) -> String {
+        let start = *i;
+        while *i < c.len() && is_ident(c[*i]) {
+            *i += 1;
+        }
+        c[start..*i].iter().collect()
+    }
+    fn tree(c: &[char], i: &mut usize, prefix: Vec<String>, out: &mut Vec<(Vec<String>, String)>) {
+        skip_space(c, i);
+        if c.get(*i) == Some(&'{') {
+            *i += 1;
+            loop {
+                skip_space(c, i);
+                match c.get(*i) {
+                    None => return,
+                    Some('}') => {
+                        *i += 1;
+                        return;
+                    }
+                    Some(',') => *i += 1,
+                    Some(_) => {
+                        let before = *i;
+                        tree(c, i, prefix.clone(), out);
+                        if *i == before {
+                            *i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if c.get(*i) == Some(&'*') {
+            *i += 1;
+            out.push((prefix, "*".to_string()));
+            return;
+        }
+        let name = ident(c, i);
+        if name.is_empty() {
+            if let Some(last) = prefix.last().cloned() {
+                out.push((prefix, last));
+            }
+            return;
+        }
+        if name == "self" && !prefix.is_empty() {
+            let last = prefix.last().cloned().unwrap();
+            out.push((prefix, last));
+            return;
+        }
+        let mut path = prefix;
+        path.push(name.clone());
+        let mut j = *i;
+        skip_space(c, &mut j);
+        if c.get(j) == Some(&':') && c.get(j + 1) == Some(&':') {
+            *i = j + 2;
+            tree(c, i, path, out);
+            return;
+        }
+        // `as alias`
+        let mut k = j;
+        if ident(c, &mut k) == "as" {
+            skip_space(c, &mut k);
+            let alias = ident(c, &mut k);
+            *i = k;
+            out.push((path, alias));
+            return;
+        }
+        out.push((path, name));
+    }
+    let mut out = Vec::new();
+    tree(code, &mut 0, Vec::new(), &mut out);
+    out
+}
+
+/// The files of a crate, each by its module path (`""` for the crate root, `"actors::pin"`
+/// for `src/actors/pin.rs` or `src/actors/pin/mod.rs`), with their source.
+type Files = BTreeMap<String, String>;
+
+/// The files of `src/` (the binary's `main.rs` is another crate).
+fn source_files(src: &Path) -> Files {
+    let mut files = Files::new();
     for file in rust_files(src) {
-        let relative = file.strip_prefix(src).unwrap();
-        let top = relative.components().next().unwrap().as_os_str().to_string_lossy();
-        let top = top.trim_end_matches(".rs").to_string();
-        if !modules.contains(&top) {
+        let relative = file.strip_prefix(src).unwrap().with_extension("");
+        let mut parts: Vec<String> =
+            relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        if parts == ["main"] {
             continue;
         }
-        let source = without_comments(&std::fs::read_to_string(&file).unwrap());
-        for root in crate_roots(&source) {
-            if root != top && modules.contains(&root) {
-                graph.get_mut(&top).unwrap().insert(root);
+        if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+            parts.pop();
+        }
+        files.insert(parts.join("::"), std::fs::read_to_string(&file).unwrap());
+    }
+    files
+}
+
+fn join(module: &[String], rest: &[String]) -> Vec<String> {
+    module.iter().chain(rest).cloned().collect()
+}
+
+/// What each file names: the paths it imports or writes in its code (made absolute), and the
+/// re-exports it offers (name → the absolute path it stands for).
+struct Names {
+    /// Each with whether it is in a test module (`#[cfg(test)] mod … { }`).
+    uses: Vec<(Vec<String>, bool)>,
+    reexports: BTreeMap<String, Vec<String>>,
+}
+
+/// Reads what `module`'s `source` names. A path counts when it starts with `crate`, `self`,
+/// `super` or a child module of the file; others are extern crates or local names. `super`
+/// inside an inline module (`mod tests { use super::*; }`) is the file's own module.
+fn names_in(module: &str, source: &str, files: &Files) -> Names {
+    let code: Vec<char> = code_only(source).chars().collect();
+    let text: String = code.iter().collect();
+    let module: Vec<String> = module.split("::").filter(|s| !s.is_empty()).map(String::from).collect();
+    // Inline modules: (start, end, name).
+    let mut inline = Vec::new();
+    for (at, _) in text.match_indices("mod ") {
+        let at = text[..at].chars().count();
+        if at > 0 && is_ident(code[at - 1]) {
+            continue;
+        }
+        let mut i = at + 4;
+        while i < code.len() && code[i].is_whitespace() {
+            i += 1;
+        }
+        let start = i;
+        while i < code.len() && is_ident(code[i]) {
+            i += 1;
+        }
+        let name: String = code[start..i].iter().collect();
+        while i < code.len() && code[i].is_whitespace() {
+            i += 1;
+        }
+        if name.is_empty() || code.get(i) != Some(&'{') {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut end = code.len();
+        for (j, &c) in code.iter().enumerate().skip(i) {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = j;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let test =
+            text[..text.char_indices().nth(at).map_or(text.len(), |(b, _)| b)].trim_end().ends_with("#[cfg(test)]");
+        inline.push((i, end, name, test));
+    }
+    let scope_at = |at: usize| -> Vec<String> {
+        let mut scope = module.clone();
+        scope.extend(inline.iter().filter(|(s, e, _, _)| *s < at && at < *e).map(|(_, _, n, _)| n.clone()));
+        scope
+    };
+    // A path as written at `at` made absolute, if it is the crate's.
+    let absolute = |at: usize, path: &[String]| -> Option<Vec<String>> {
+        let scope = scope_at(at);
+        match path.first()?.as_str() {
+            "crate" => Some(path[1..].to_vec()),
+            "self" => Some(join(&scope, &path[1..])),
+            "super" => {
+                let supers = path.iter().take_while(|s| *s == "super").count();
+                let mut base = scope.clone();
+                for _ in 0..supers {
+                    base.pop()?;
+                }
+                Some(join(&base, &path[supers..]))
+            }
+            child if files.contains_key(&join(&scope, &[child.to_string()]).join("::")) => Some(join(&scope, path)),
+            _ => None,
+        }
+    };
+    let in_test = |at: usize| inline.iter().any(|&(s, e, _, test)| test && s < at && at < e);
+    let mut names = Names { uses: Vec::new(), reexports: BTreeMap::new() };
+    // `use` statements: public ones are re-exports, the others imports.
+    let mut statements = Vec::new();
+    for (at, _) in text.match_indices("use ") {
+        let at = text[..at].chars().count();
+        if at > 0 && is_ident(code[at - 1]) {
+            continue;
+        }
+        let end = code[at..].iter().position(|&c| c == ';').map_or(code.len(), |p| at + p);
+        let before: String = code[..at].iter().collect::<String>();
+        let before = before.trim_end();
+        let public = before.ends_with("pub")
+            || (before.ends_with(')') && before.rfind("pub(").is_some_and(|p| !before[p..].contains('\n')));
+        statements.push((at, end));
+        for (path, name) in use_tree(&code[at + 4..end]) {
+            let Some(path) = absolute(at, &path) else { continue };
+            if public {
+                names.reexports.insert(name, path);
+            } else {
+                names.uses.push((path, in_test(at)));
+            }
+        }
+    }
+    // Paths in the code outside `use` statements.
+    for at in 0..code.len() {
+        if !is_ident(code[at]) || (at > 0 && (is_ident(code[at - 1]) || code[at - 1] == ':')) {
+            continue;
+        }
+        if statements.iter().any(|&(s, e)| s <= at && at < e) {
+            continue;
+        }
+        let mut j = at;
+        while j < code.len() && is_ident(code[j]) {
+            j += 1;
+        }
+        if code.get(j) != Some(&':') || code.get(j + 1) != Some(&':') {
+            continue;
+        }
+        for (path, _) in use_tree(&code[at..]) {
+            if let Some(path) = absolute(at, &path) {
+                names.uses.push((path, in_test(at)));
+            }
+        }
+    }
+    names
+}
+
+/// File → the other files it depends on: each named path resolved to the file that defines
+/// it, through re-exports (a `pub use` is a door to another file, not a use of it). A file's
+/// use of its own folder's `mod.rs` (or any ancestor's: `super::Device`) is no edge: that is
+/// the ground its folder shares, and the folders are held to one direction by the top-level
+/// check. Test modules inside files count only `with_tests`: a test may take a neighbour as
+/// its reference.
+fn file_graph(files: &Files, with_tests: bool) -> BTreeMap<String, BTreeSet<String>> {
+    let names: BTreeMap<&String, Names> = files.iter().map(|(m, s)| (m, names_in(m, s, files))).collect();
+    // The file a path lands in, following re-exports (at most a few deep).
+    fn resolve(path: &[String], files: &Files, names: &BTreeMap<&String, Names>, depth: usize) -> String {
+        let mut module = String::new();
+        let mut taken = 0;
+        for j in 1..=path.len() {
+            let candidate = path[..j].join("::");
+            if !files.contains_key(&candidate) {
+                break;
+            }
+            module = candidate;
+            taken = j;
+        }
+        if let (Some(name), true) = (path.get(taken), depth < 8) {
+            if let Some(target) = names[&module].reexports.get(name) {
+                return resolve(&join(target, &path[taken + 1..]), files, names, depth + 1);
+            }
+        }
+        module
+    }
+    let mut graph: BTreeMap<String, BTreeSet<String>> = files.keys().map(|m| (m.clone(), BTreeSet::new())).collect();
+    for (module, named) in &names {
+        for (path, test) in &named.uses {
+            if *test && !with_tests {
+                continue;
+            }
+            let target = resolve(path, files, &names, 0);
+            let ancestor = target.is_empty() || module.starts_with(&format!("{target}::"));
+            if &&target != module && !ancestor {
+                graph.get_mut(*module).unwrap().insert(target);
             }
         }
     }
     graph
 }
 
-/// A cycle of the graph, if it has one (depth-first search).
-fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|n| n == node) {
-            let mut cycle = path[at..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, graph, path, done) {
-                return Some(cycle);
+/// The graph's cycles: each strongly connected set of more than one file (Tarjan's algorithm).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    struct Walk<'a> {
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        found: Vec<BTreeSet<String>>,
+    }
+    fn visit<'a>(w: &mut Walk<'a>, node: &'a str) {
+        let n = w.index.len();
+        w.index.insert(node, n);
+        w.low.insert(node, n);
+        w.stack.push(node);
+        for next in w.graph.get(node).into_iter().flatten() {
+            if !w.index.contains_key(next.as_str()) {
+                visit(w, next);
+                let low = w.low[next.as_str()].min(w.low[node]);
+                w.low.insert(node, low);
+            } else if w.stack.contains(&next.as_str()) {
+                let low = w.index[next.as_str()].min(w.low[node]);
+                w.low.insert(node, low);
             }
         }
-        path.pop();
-        done.insert(node.to_string());
-        None
+        if w.low[node] == w.index[node] {
+            let mut set = BTreeSet::new();
+            while let Some(top) = w.stack.pop() {
+                set.insert(top.to_string());
+                if top == node {
+                    break;
+                }
+            }
+            if set.len() > 1 {
+                w.found.push(set);
+            }
+        }
     }
-    let mut done = BTreeSet::new();
-    graph.keys().find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+    let mut w = Walk { graph, index: BTreeMap::new(), low: BTreeMap::new(), stack: Vec::new(), found: Vec::new() };
+    for node in graph.keys() {
+        if !w.index.contains_key(node.as_str()) {
+            visit(&mut w, node);
+        }
+    }
+    w.found
+}
+
+/// Module → the other top-level modules it uses: the file graph seen from above (the crate
+/// root, whose `pub use` lines are doors, is no module).
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let top = |m: &str| m.split("::").next().unwrap().to_string();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, uses) in file_graph(&source_files(src), true) {
+        if file.is_empty() {
+            continue;
+        }
+        let from = top(&file);
+        let entry = graph.entry(from.clone()).or_default();
+        entry.extend(uses.iter().filter(|u| !u.is_empty()).map(|u| top(u)).filter(|u| *u != from));
+    }
+    graph
 }
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Import cycles between files that are known and still to be broken (issue 41), each as the
+/// set of its files. Every other cycle fails the test, and so does an entry here that is no
+/// longer a cycle: when one is broken, its line goes.
+const CYCLES_TO_BREAK: &[&[&str]] = &[
+    &["actors::messages", "actors::pin", "actors::pipeline", "actors::stage_actor"],
+    &["daemon::jobs", "daemon::metrics", "daemon::restart", "daemon::service", "daemon::worker"],
+];
+
+#[test]
+fn files_import_each_other_without_a_cycle() {
+    let graph = file_graph(&source_files(&src()), false);
+    for (file, uses) in &graph {
+        println!("{file} -> {uses:?}");
+    }
+    // The graph is read from the real tree: edges that must exist do, through a `super::`
+    // path, a grouped `crate::` import and a re-export at the crate root.
+    assert!(graph["actors::admission"].contains("actors::stage_actor"), "the parser missed a `super::` use");
+    assert!(graph["actors::htod"].contains("backend"), "the parser missed a `crate::backend` use");
+    assert!(graph["actors::ntt"].contains("request"), "the parser missed a `crate::request` use");
+    let allowed: Vec<BTreeSet<String>> =
+        CYCLES_TO_BREAK.iter().map(|c| c.iter().map(|f| f.to_string()).collect()).collect();
+    let found = cycles(&graph);
+    let unexpected: Vec<_> = found.iter().filter(|c| !allowed.contains(c)).collect();
+    let stale: Vec<_> = allowed.iter().filter(|c| !found.contains(c)).collect();
+    let edges = |cycle: &BTreeSet<String>| -> Vec<String> {
+        let mut edges = Vec::new();
+        for file in cycle {
+            edges.extend(graph[file].iter().filter(|u| cycle.contains(*u)).map(|u| format!("{file} -> {u}")));
+        }
+        edges
+    };
+    let unexpected: Vec<_> = unexpected.into_iter().map(edges).collect();
+    assert!(unexpected.is_empty(), "files of src/ import each other in a cycle: {unexpected:#?}");
+    assert!(stale.is_empty(), "no longer a cycle, so take it off CYCLES_TO_BREAK: {stale:?}");
 }
 
 #[test]
@@ -115,21 +476,59 @@ fn top_level_modules_depend_on_each_other_in_one_direction() {
     // The graph is read from the real tree: the layers that must exist do.
     assert!(graph["actors"].contains("backend"), "the parser missed `crate::backend` uses in actors");
     assert!(graph["prover"].contains("actors"));
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!("the modules of src/ depend on each other in a cycle: {}", cycle.join(" -> "));
-    }
+    let found = cycles(&graph);
+    assert!(found.is_empty(), "the modules of src/ depend on each other in a cycle: {found:?}");
+}
+
+/// A crate of the given files, by module path.
+fn crate_of(files: &[(&str, &str)]) -> Files {
+    files.iter().map(|(m, s)| (m.to_string(), s.to_string())).collect()
 }
 
 #[test]
 fn the_cycle_check_finds_a_cycle() {
-    // The negative twin: a back edge from the bottom layer to the top closes a cycle.
+    // The negative twins. A back edge from the bottom layer to the top closes a cycle.
     let mut graph = module_graph(&src());
     graph.get_mut("plan").unwrap().insert("prover".to_string());
-    let cycle = find_cycle(&graph).expect("plan -> prover -> ... -> plan is a cycle");
-    assert_eq!(cycle.first(), cycle.last());
-    // And the parser reads grouped and nested uses.
-    let roots = crate_roots("use crate::{backend::{Device, cpu}, plan::x, Error};\nlet y = crate::math::ntt(z);");
-    assert_eq!(roots, ["Error", "backend", "math", "plan"].map(String::from).into_iter().collect());
+    assert!(!cycles(&graph).is_empty(), "plan -> prover -> ... -> plan is a cycle");
+    // Two files of one folder that import each other, one through `super::`, one through a
+    // grouped `crate::` import.
+    let two = crate_of(&[
+        ("", "pub mod a;"),
+        ("a", "pub mod job;\npub mod pipeline;"),
+        ("a::job", "use super::pipeline::Pipeline;\npub struct Job(Pipeline);"),
+        ("a::pipeline", "use crate::{a::{job::Job}, b};\npub struct Pipeline(Vec<Job>);"),
+        ("b", "pub struct B;"),
+    ]);
+    let expected: BTreeSet<String> = ["a::job", "a::pipeline"].map(String::from).into();
+    assert_eq!(cycles(&file_graph(&two, false)), vec![expected.clone()]);
+    // The same cycle closed through re-exports: a path in code, to a name the crate root
+    // re-exports, and to one the folder's `mod.rs` re-exports (one renamed).
+    let through_doors = crate_of(&[
+        ("", "pub mod a;\npub use a::job::Job;\npub use a::Pipeline as Line;"),
+        ("a", "pub mod job;\npub mod pipeline;\npub use pipeline::Pipeline;"),
+        ("a::job", "pub struct Job(std::sync::Arc<crate::Line>);"),
+        ("a::pipeline", "pub fn send(job: crate::Job) {}"),
+    ]);
+    assert_eq!(cycles(&file_graph(&through_doors, false)), vec![expected.clone()]);
+    // A test module's `super::*` is its own file, and a doc link or a string names nothing;
+    // the re-exports alone are no cycle.
+    let none = crate_of(&[
+        ("", "pub mod a;\npub use a::job::Job;"),
+        ("a", "pub mod job;\npub mod pipeline;\npub use job::Job;\npub fn start() -> job::Job { job::Job }"),
+        (
+            "a::job",
+            "//! See [`crate::a::pipeline`].\npub struct Job;\nfn f() { super::start(); }\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use crate::a::pipeline::send;\n}",
+        ),
+        ("a::pipeline", "use crate::Job;\nconst S: &str = \"super::job }\";\npub fn send(job: Job) {}"),
+    ]);
+    let graph = file_graph(&none, false);
+    assert!(cycles(&graph).is_empty(), "{graph:?}");
+    assert_eq!(graph["a::pipeline"], ["a::job"].map(String::from).into());
+    assert!(graph["a::job"].is_empty(), "{graph:?}");
+    assert_eq!(graph["a"], ["a::job"].map(String::from).into());
+    // With its test module, `a::job` uses `a::pipeline`: a cycle.
+    assert_eq!(cycles(&file_graph(&none, true)), vec![expected]);
 }
 
 #[test]
