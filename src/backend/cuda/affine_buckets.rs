@@ -5,18 +5,13 @@
 //! leaves with chunks one slice long, so the same fix-up completes them.
 
 use super::context::{GpuBuffer, GpuStream, KernelArg};
-use super::msm::{
+use super::launch::{grid, CURVE_THREADS, THREADS};
+use super::msm_curves::MsmCurve;
+use super::msm_plan::{
     affine_outputs_per_thread, affine_round_capacities, affine_scratch_bytes, affine_tree_elements, affine_tree_levels,
-    MsmCurve, AFFINE_FINISH_POINTS, AFFINE_TREE_GROUP, SCAN_TILE,
+    AFFINE_FINISH_POINTS, AFFINE_TREE_GROUP, SCAN_TILE,
 };
 use crate::error::Result;
-
-const THREADS: u32 = 256;
-const CURVE_THREADS: u32 = 128;
-
-fn grid(n: usize, threads: u32) -> u32 {
-    n.div_ceil(threads as usize).clamp(1, 1 << 20) as u32
-}
 
 /// One pass's sorted entries and where their bucket sums go.
 pub(super) struct AffinePass<'a> {

@@ -1,5 +1,7 @@
 //! Safe RAII types over one GPU: the context with its loaded kernels, streams, typed device
 //! buffers, timed events on the host clock, and page-locked host ranges.
+// Unsafe here: the safe types over the driver: launches, copies, page-locking, Send and Sync; every block says why it holds (`// SAFETY:`).
+#![allow(unsafe_code)]
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -161,6 +163,40 @@ impl KernelSource {
     }
 }
 
+/// Device tables for one NTT domain size, built once per GPU and size by `ntt.rs` and cached
+/// here, with the GPU they live on ([`GpuContext::clear_caches`] frees them).
+pub(crate) struct NttTables {
+    /// ω^e for e < n/2.
+    pub(super) twiddles: GpuBuffer<Scalar>,
+    /// g^i split as hi[i >> log_lo] · lo[i & mask].
+    pub(super) coset: PowerTables,
+    /// g^i/n and g^-i/n: an inverse transform's 1/n merged into the coset shift that follows it.
+    pub(super) coset_over_n: PowerTables,
+    pub(super) coset_inv_over_n: PowerTables,
+    /// 1/n and 1/(g^n − 1), one element each.
+    pub(super) n_inv: GpuBuffer<Scalar>,
+    pub(super) z_inv: GpuBuffer<Scalar>,
+}
+
+pub(crate) struct PowerTables {
+    pub(super) hi: GpuBuffer<Scalar>,
+    pub(super) lo: GpuBuffer<Scalar>,
+    pub(super) log_lo: u32,
+}
+
+/// Whether a CUDA driver is present and reports at least one GPU. Never panics.
+pub fn cuda_available() -> bool {
+    device_count() > 0
+}
+
+/// The number of CUDA GPUs (0 without a driver).
+pub fn device_count() -> usize {
+    if !raw::culib_present() {
+        return 0;
+    }
+    cudarc::driver::CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)
+}
+
 /// One GPU with the snarkpipe kernels loaded.
 pub struct GpuContext {
     ordinal: usize,
@@ -168,7 +204,7 @@ pub struct GpuContext {
     functions: HashMap<&'static str, CudaFunction>,
     loaded_from: KernelSource,
     startup: crate::backend::DeviceStartup,
-    pub(crate) ntt_tables: Mutex<HashMap<u32, Arc<super::ntt::NttTables>>>,
+    pub(crate) ntt_tables: Mutex<HashMap<u32, Arc<NttTables>>>,
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -194,7 +230,7 @@ impl GpuContext {
     }
 
     fn open_with(ordinal: usize, forced: Option<KernelSource>) -> Result<Arc<GpuContext>> {
-        if !super::cuda_available() || ordinal >= super::device_count() {
+        if !cuda_available() || ordinal >= device_count() {
             return Err(Error::BackendUnavailable(format!("no CUDA device {ordinal}")));
         }
         let e = |op| move |err| driver_error(ordinal, op, err);

@@ -6,6 +6,8 @@
 //! onto the host clock. The MSM kernels hand their window sums back to the host for the final
 //! combination, so an MSM ends with its result on the host; the results "copy" of the download
 //! stage then only hands them over.
+// Unsafe here: the context reset and the views of page-locked host ranges; every block says why it holds (`// SAFETY:`).
+#![allow(unsafe_code)]
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -18,7 +20,7 @@ use std::sync::Weak;
 use parking_lot::{Mutex, RwLock};
 
 use super::context::{GpuBuffer, GpuClock, GpuContext, GpuStream, HostRegistration, PinnedRange};
-use super::msm::{msm_scratch_bytes, MsmOptions, MSM_PASS_POINTS};
+use super::msm_plan::{msm_scratch_bytes, MsmOptions, MSM_PASS_POINTS};
 use super::probe::ProbeField;
 use crate::backend::host_queue::{DeviceTimes, HostQueue};
 use crate::backend::{

@@ -1,12 +1,11 @@
 //! NVRTC's output kept on disk between processes.
 //!
 //! A binary built without nvcc compiles its kernels with NVRTC when a process first opens a
-//! GPU: tens of seconds before the first proof (27 s for a first `bench` on a fresh H200, in
-//! `shared/GPU.md`). A node that starts a process per proof, or a daemon that restarts, would
-//! pay that every time. With NVRTC's output kept here only the first process on a machine
-//! compiles. The backend keeps a cubin (machine code for the GPU found), not PTX: PTX would
-//! still cost the driver a JIT compile of seconds in every process (BENCHMARKS.md, "The first
-//! proof of a process").
+//! GPU, which delays the first proof by tens of seconds. A node that starts a process per proof,
+//! or a daemon that restarts, would pay that every time. With NVRTC's output kept here only the
+//! first process on a machine compiles. The backend keeps a cubin (machine code for the GPU
+//! found), not PTX: PTX would still cost the driver a JIT compile in every process
+//! (BENCHMARKS.md, "The first proof of a process", times both).
 //!
 //! A cache file is never trusted blindly: its first line names the key it was written for
 //! (a digest of the module's name, its source, the compute capability, the NVRTC version, the

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
-use super::context::{GpuBuffer, GpuStream, KernelArg};
+use super::context::{GpuBuffer, GpuStream, KernelArg, NttTables, PowerTables};
+use super::launch::THREADS;
 use crate::error::{Error, Result};
 
-const THREADS: u32 = 256;
 /// ntt_dit_pass: tiles of up to 2^10 elements, 4 per thread (NTT_ROUND_BITS in ntt.cu).
 const LOG_TILE: u32 = 10;
 const LOG_PER_THREAD: u32 = 2;
@@ -19,26 +19,8 @@ const LOG_PER_THREAD: u32 = 2;
 const LOG_SMALLEST_PASS: u32 = 3;
 /// ntt_bit_reverse: 16×16-element tiles (256 threads) from 2^8 elements up.
 const LOG_BIT_REVERSE_TILES: u32 = 8;
-
-/// Device tables for one domain size, built once per GPU and size.
-pub(crate) struct NttTables {
-    /// ω^e for e < n/2.
-    twiddles: GpuBuffer<Scalar>,
-    /// g^i split as hi[i >> log_lo] · lo[i & mask].
-    coset: PowerTables,
-    /// g^i/n and g^-i/n: an inverse transform's 1/n merged into the coset shift that follows it.
-    coset_over_n: PowerTables,
-    coset_inv_over_n: PowerTables,
-    /// 1/n and 1/(g^n − 1), one element each.
-    n_inv: GpuBuffer<Scalar>,
-    z_inv: GpuBuffer<Scalar>,
-}
-
-struct PowerTables {
-    hi: GpuBuffer<Scalar>,
-    lo: GpuBuffer<Scalar>,
-    log_lo: u32,
-}
+/// ntt_bit_reverse's block: one thread an element of its 16×16 tile, whatever [`THREADS`] is.
+const BIT_REVERSE_THREADS: u32 = 1 << LOG_BIT_REVERSE_TILES;
 
 /// ω for a domain of 2^log_n.
 pub fn domain_root(log_n: u32) -> Scalar {
@@ -156,7 +138,7 @@ impl GpuStream {
         let d = data.ptr(self);
         let reverse_grid =
             if log_n >= LOG_BIT_REVERSE_TILES { (n >> LOG_BIT_REVERSE_TILES) as u32 } else { grid_for(n) };
-        self.launch("ntt_bit_reverse", reverse_grid, THREADS, &[KernelArg::Ptr(d), KernelArg::U32(log_n)])?;
+        self.launch("ntt_bit_reverse", reverse_grid, BIT_REVERSE_THREADS, &[KernelArg::Ptr(d), KernelArg::U32(log_n)])?;
         if log_n < LOG_SMALLEST_PASS {
             // 2 or 4 elements: the radix-2 kernel, one pass
             return self.launch(

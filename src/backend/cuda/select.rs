@@ -3,10 +3,9 @@
 use blstrs::Scalar;
 
 use super::context::{GpuBuffer, GpuStream, KernelArg};
+use super::launch::THREADS;
 use crate::circuit::PackedDensity;
 use crate::error::{Error, Result};
-
-const THREADS: u32 = 256;
 
 impl GpuStream {
     /// Writes the values of `values` that `selection` uses into `out` from `out_start` on,

@@ -10,7 +10,7 @@ use group::prime::PrimeCurveAffine;
 use rayon::prelude::*;
 
 use super::context::{GpuBuffer, GpuContext, GpuStream, KernelArg};
-use super::msm::{MsmCurve, G1, G2};
+use super::msm_curves::{MsmCurve, G1, G2};
 use crate::error::{Error, Result};
 use crate::math::{filled, BatchAffine};
 

@@ -6,12 +6,10 @@
 use blstrs::Scalar;
 
 use super::context::{as_bytes, GpuBuffer, GpuStream, KernelArg};
+use super::launch::THREADS;
 use crate::circuit::ConstraintMatrices;
 use crate::error::{Error, Result};
 use crate::plan::MatricesLayout;
-
-/// Threads a block: one row each.
-const THREADS: u32 = 256;
 
 impl GpuStream {
     /// Copies `matrices` into `dst` as `layout` (which must be `MatricesLayout::of(matrices)`)
