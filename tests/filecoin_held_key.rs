@@ -154,6 +154,17 @@ fn a_held_key_of_another_setup_or_shape_is_refused() {
     assert!(matches!(err, Error::ParamsMismatch { what, .. } if what.starts_with('l')), "{err}");
 }
 
+/// A sparse 2 KiB sector's job file made by `snarkpipe sparse-sector` in `dir`.
+fn sparse_job(dir: &Path) -> String {
+    let made = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+        .args(["sparse-sector", "--sector-size", "2KiB", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    serde_json::from_slice::<serde_json::Value>(&made.stdout).unwrap()["job"].as_str().unwrap().to_string()
+}
+
 fn cli(args: &[&str], params_dir: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
         .args(["prove", "--backend", "cpu", "--test-setup", "--vanilla", "/nonexistent/job.json", "--params-dir"])
@@ -194,16 +205,10 @@ fn the_cli_test_setup_refuses_a_node_directory_and_other_kinds_before_reading_an
             cargo test --release --test filecoin_held_key -- --ignored"]
 fn the_cli_proves_a_sparse_sector_with_a_test_setup() {
     let scratch = tempfile::tempdir().unwrap();
-    let made = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
-        .args(["sparse-sector", "--sector-size", "2KiB", "--out"])
-        .arg(scratch.path())
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let summary: serde_json::Value = serde_json::from_slice(&made.stdout).unwrap();
+    let job = sparse_job(scratch.path());
     let marked = scratch.path().join(format!("keys-{TEST_KEY_DIR_MARK}"));
     let proved = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
-        .args(["prove", "--kind", "porep", "--test-setup", "--json", "--vanilla", summary["job"].as_str().unwrap()])
+        .args(["prove", "--kind", "porep", "--test-setup", "--json", "--vanilla", &job])
         .arg("--params-dir")
         .arg(&marked)
         .output()
@@ -235,13 +240,7 @@ fn a_second_process_finds_the_matrices_the_first_kept_and_synthesizes_no_partiti
     for file in [&d.shared.params, &d.shared.vk] {
         std::os::unix::fs::symlink(file, params.join(file.file_name().unwrap())).unwrap();
     }
-    let made = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
-        .args(["sparse-sector", "--sector-size", "2KiB", "--out"])
-        .arg(scratch.path())
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let job = serde_json::from_slice::<serde_json::Value>(&made.stdout).unwrap()["job"].as_str().unwrap().to_string();
+    let job = sparse_job(scratch.path());
     let prove = || {
         let proved = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
             .args(["prove", "--kind", "porep", "--backend", "cpu", "--json", "--vanilla", &job, "--params-dir"])

@@ -148,18 +148,10 @@ pub fn prove(args: &ProveArgs) -> Result<ProveReport> {
 /// `--test-setup`'s checks before anything is read or made: a PoRep job, and a directory
 /// named for test keys (made if missing, so that the check comes first).
 fn test_key_dir(args: &ProveArgs) -> Result<()> {
-    use super::sparse::test_key::TEST_KEY_DIR_MARK;
     if args.kind != ProofKind::Porep {
         return Err(Error::Config(format!("--test-setup makes PoRep keys only, not {} keys", args.kind)));
     }
-    let marked = args.params_dir.file_name().is_some_and(|name| name.to_string_lossy().contains(TEST_KEY_DIR_MARK));
-    if !marked {
-        return Err(Error::Config(format!(
-            "--test-setup writes a key with known toxic waste, so its --params-dir must be a directory of its own \
-             whose name contains {TEST_KEY_DIR_MARK:?}, never a node's parameter directory (not {})",
-            args.params_dir.display()
-        )));
-    }
+    super::sparse::test_key::check_test_key_dir(&args.params_dir)?;
     std::fs::create_dir_all(&args.params_dir)
         .map_err(|e| Error::io(format!("creating {}", args.params_dir.display()), e))
 }

@@ -49,14 +49,7 @@ pub fn porep_test_key<Tree: 'static + MerkleTreeTrait>(
     device: Option<&dyn Device>,
     dir: &Path,
 ) -> Result<PorepTestKey> {
-    let marked = dir.file_name().map(|name| name.to_string_lossy().contains(TEST_KEY_DIR_MARK)).unwrap_or(false);
-    if !marked {
-        return Err(Error::Config(format!(
-            "{} is not a test-key directory: a key with known toxic waste goes only into a directory whose name \
-             contains {TEST_KEY_DIR_MARK:?}, never a node's parameter directory",
-            dir.display()
-        )));
-    }
+    check_test_key_dir(dir)?;
     let (files, circuit) = porep_files_and_blank::<Tree>(config, dir)?;
     let params = setup_on(circuit, waste, device)?;
 
@@ -68,6 +61,20 @@ pub fn porep_test_key<Tree: 'static + MerkleTreeTrait>(
     serde_json::to_writer(meta, &CacheEntryMetadata { sector_size: files.sector_size })
         .map_err(|e| Error::Filecoin(format!("writing {}: {e}", files.meta.display())))?;
     Ok(PorepTestKey { params, files })
+}
+
+/// Fails unless `dir`'s name marks it as a test-key directory ([`TEST_KEY_DIR_MARK`]): a key
+/// with known toxic waste must never reach a node's parameter directory.
+pub fn check_test_key_dir(dir: &Path) -> Result<()> {
+    let marked = dir.file_name().is_some_and(|name| name.to_string_lossy().contains(TEST_KEY_DIR_MARK));
+    if marked {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "{} is not a test-key directory: a key with known toxic waste goes only into a directory of its own whose \
+         name contains {TEST_KEY_DIR_MARK:?}, never a node's parameter directory",
+        dir.display()
+    )))
 }
 
 /// A test key as the prover holds it: the proving key with its circuit's constraint
