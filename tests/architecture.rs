@@ -435,7 +435,11 @@ fn src() -> PathBuf {
 /// set of its files. Every other cycle fails the test, and so does an entry here that is no
 /// longer a cycle: when one is broken, its line goes.
 const CYCLES_TO_BREAK: &[&[&str]] = &[
-    &["actors::messages", "actors::pin", "actors::pipeline", "actors::stage_actor"],
+    // A job holds its device's pipeline, and the pipeline holds the stage actors' addresses,
+    // which take jobs: the types refer to each other. Breaking it means a job that holds only
+    // what its stages use of the device, not the stage addresses.
+    &["actors::job", "actors::pipeline"],
+    // Found by this check, not yet by the issue.
     &["daemon::jobs", "daemon::metrics", "daemon::restart", "daemon::service", "daemon::worker"],
 ];
 

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use super::messages::PartitionJob;
+use super::job::PartitionJob;
 use super::pipeline::ResidentKey;
 use super::stage_actor::{StageLogic, Threads};
 use crate::error::{Error, Result};

@@ -1,7 +1,7 @@
 //! The assembly actor: waits for a partition's results to reach the host and assembles the
 //! proof A, B, C with the partition's r and s.
 
-use super::messages::PartitionJob;
+use super::job::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::error::{Error, Result};
 use crate::groth16::assemble_proof;

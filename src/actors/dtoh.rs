@@ -1,7 +1,7 @@
 //! The device-to-host actor: queues the copy of the MSM results on its worker's download
 //! stream once the partition's MSMs are done.
 
-use super::messages::PartitionJob;
+use super::job::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::plan::MSM_RESULTS_BYTES;
 use crate::error::Result;

@@ -4,7 +4,7 @@
 //! A partition the device evaluates uploads its assignment only, and the key's constraint
 //! matrices once per device.
 
-use super::messages::{PartitionBuffers, PartitionJob};
+use super::job::{PartitionBuffers, PartitionJob};
 use super::stage_actor::{StageLogic, Threads};
 use crate::backend::Device;
 use crate::plan::{g2_bytes, scalar_bytes, MSM_RESULTS_BYTES};

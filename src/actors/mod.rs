@@ -9,15 +9,16 @@
 //! (`crate::stage::stage_list`); the modules declared by hand here are the actors' shared parts.
 
 pub mod budget;
-pub mod messages;
+pub mod job;
 pub mod pipeline;
 pub mod stage_actor;
 pub mod system;
 
+/// Part of the memory plan; named here too, where the prover and the bench import it.
+pub use crate::plan::StagingMode;
 pub use budget::{BudgetReport, Grant, MemoryBudget};
-pub use messages::{Advance, PartitionJob};
-pub use pin::StagingMode;
-pub use pipeline::{DevicePipeline, ResidentKey};
+pub use job::PartitionJob;
+pub use pipeline::{Advance, DevicePipeline, ResidentKey};
 pub use system::ActorSystem;
 
 use actix::Recipient;

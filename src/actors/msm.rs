@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use blstrs::{G1Affine, G2Affine};
 
-use super::messages::PartitionJob;
+use super::job::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::backend::{DeviceBuffer, Group, MsmSlot, StageEvent};
 use crate::error::Result;

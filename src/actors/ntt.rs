@@ -10,7 +10,7 @@
 //! the key's witness-only synthesis on. A device whose answer the host's own values contradict
 //! at that constraint fails with a device error instead.
 
-use super::messages::PartitionJob;
+use super::job::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::backend::HostConstraints;
 use crate::circuit::{Assignment, SparseMatrix};

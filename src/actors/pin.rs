@@ -12,30 +12,14 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
-
-use super::messages::{PartitionJob, StagedInputs, StagedVector, WitnessPart, WitnessVector};
+use super::job::{PartitionJob, StagedInputs, StagedVector, WitnessPart, WitnessVector};
 use super::stage_actor::{StageLogic, Threads};
 use crate::circuit::{Density, PackedDensity};
-use crate::request::PartitionInput;
-use crate::Scalar;
 use crate::error::Result;
+use crate::plan::StagingMode;
+use crate::request::PartitionInput;
 use crate::stage::Stage;
-
-/// How a partition's large host vectors become page-locked for their upload.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum StagingMode {
-    /// Copy them into page-locked buffers kept in a pool: one parallel memory copy per
-    /// vector, no driver call once the pool is warm. The default: a parallel copy is several
-    /// times faster than locking and unlocking in place (BENCHMARKS.md, staging).
-    #[default]
-    Copy,
-    /// Page-lock the witness's own vectors for the duration of the partition: no host copy and
-    /// no pooled memory, at the price of a page-locking call per vector and partition. For
-    /// hosts short of memory, or whose copies are slow.
-    InPlace,
-}
+use crate::Scalar;
 
 /// Page-locks what a partition is staged from.
 #[derive(Default)]
@@ -65,11 +49,9 @@ impl StageLogic for Pin {
         };
         let pool = &pipeline.pool;
         let (inputs, aux_len, densities): (&[Scalar], usize, [&Density; 3]) = match &*input {
-            PartitionInput::Witness(w) => (
-                &w.input_assignment,
-                w.aux_assignment.len(),
-                [&w.a_aux_density, &w.b_input_density, &w.b_aux_density],
-            ),
+            PartitionInput::Witness(w) => {
+                (&w.input_assignment, w.aux_assignment.len(), [&w.a_aux_density, &w.b_input_density, &w.b_aux_density])
+            }
             PartitionInput::Assignment(a) => (
                 a.input_assignment(),
                 a.aux_assignment().len(),
@@ -90,9 +72,8 @@ impl StageLogic for Pin {
             evaluations,
             aux: stage(WitnessPart::Aux)?,
             a_query_inputs: pool.stage(inputs)?,
-            b_query_inputs: pool.stage_with(b_input_density.total(), |room| {
-                room.extend(b_input_density.select(inputs))
-            })?,
+            b_query_inputs: pool
+                .stage_with(b_input_density.total(), |room| room.extend(b_input_density.select(inputs)))?,
             a_aux_selection: Arc::new(PackedDensity::pack(a_aux_density, aux_len)?),
             b_aux_selection: Arc::new(PackedDensity::pack(b_aux_density, aux_len)?),
         });

@@ -5,24 +5,28 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use actix::Recipient;
+use actix::{Message, Recipient};
 use parking_lot::Mutex;
 
 use super::budget::{Grant, MemoryBudget, PendingGrant};
-use super::messages::{Advance, PartitionJob};
-use super::pin::StagingMode;
+use super::job::PartitionJob;
 use crate::backend::faults::FaultInjector;
 use crate::backend::{
     AdmissionLine, Device, DeviceBuffer, DeviceStream, FailureSlot, ResidentMatrices, Seniority, StageEvent, WorkTag,
 };
 use crate::circuit::ConstraintMatrices;
+use crate::circuit::WitnessShape;
 use crate::error::{Error, Result};
 use crate::memory::{HostPinTable, PinLease, PinnedPool, PinnedRegistry};
 use crate::params::ProvingKey;
-use crate::circuit::WitnessShape;
-use crate::plan::{partition_plan_bytes, plan_key, KeyPlan, KeyVector};
+use crate::plan::{partition_plan_bytes, plan_key, KeyPlan, KeyVector, StagingMode};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
+
+/// Passes a partition to the next stage's actor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Advance(pub Box<PartitionJob>);
 
 /// The budget rank of a preload: below every partition's (`1 + priority`), so that a preload
 /// never stands at the head of the queue in front of a partition that needs its memory.
@@ -547,7 +551,11 @@ impl DevicePipeline {
     pub fn key_plan(&self, key: &ProvingKey, shape: &WitnessShape, log_n: u32) -> Result<(KeyPlan, u64)> {
         let partition = partition_plan_bytes(self.device.as_ref(), shape, log_n);
         let plan = plan_key(self.budget.capacity_bytes(), &key.vectors(), partition, self.workers()).map_err(|no| {
-            Error::PlanExceedsDevice { device: self.ordinal, needed_bytes: no.needed_bytes, capacity_bytes: no.capacity_bytes }
+            Error::PlanExceedsDevice {
+                device: self.ordinal,
+                needed_bytes: no.needed_bytes,
+                capacity_bytes: no.capacity_bytes,
+            }
         })?;
         Ok((plan, partition))
     }

@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::messages::{Advance, PartitionJob};
+use super::job::PartitionJob;
+use super::pipeline::Advance;
 use crate::backend::host_queue::panic_message;
 use crate::error::{Error, Result};
 use crate::stage::Stage;

@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use super::messages::PartitionJob;
+use super::job::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::error::{Error, Result};
 use crate::circuit::{ConstraintEvaluation, Synthesized};

@@ -6,7 +6,7 @@
 //! a·b = c before its quotient (`actors/ntt.rs`), so a witness that does not satisfy its
 //! constraints failed there, as its own fault, before it came to a proof.
 
-use super::messages::PartitionJob;
+use super::job::PartitionJob;
 use super::stage_actor::{StageLogic, Threads};
 use crate::error::{Error, Result};
 use crate::groth16::verify;

@@ -40,7 +40,7 @@ use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::actors::messages::WitnessPart;
+use crate::actors::job::WitnessPart;
 use crate::actors::StagingMode;
 use crate::backend::faults::FaultScope;
 use crate::backend::BackendKind;

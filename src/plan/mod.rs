@@ -5,12 +5,29 @@
 //! [`Workspace`] model only, so that backends, actors and tests can all use it without
 //! depending on each other. The admission actor applies it; the budget grants what it says.
 
+use serde::Serialize;
+
 use crate::circuit::{PackedDensity, WitnessShape};
 
 pub mod residency;
 pub mod size;
 pub use residency::{plan_key, KeyPlan, KeyVector, KeyVectors, NoPlanFits, VectorSet};
 pub use size::parse_bytes;
+
+/// How a partition's large host vectors become page-locked for their upload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum StagingMode {
+    /// Copy them into page-locked buffers kept in a pool: one parallel memory copy per
+    /// vector, no driver call once the pool is warm. The default: a parallel copy costs less
+    /// than locking and unlocking in place (BENCHMARKS.md, staging).
+    #[default]
+    Copy,
+    /// Page-lock the witness's own vectors for the duration of the partition: no host copy and
+    /// no pooled memory, at the price of a page-locking call per vector and partition. For
+    /// hosts short of memory, or whose copies are slow.
+    InPlace,
+}
 
 /// Bytes of `n` scalars on a device.
 pub const fn scalar_bytes(n: usize) -> u64 {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use crate::actors::messages::PartitionJob;
+use crate::actors::job::PartitionJob;
 use crate::actors::DevicePipeline;
 use crate::backend::FailureSlot;
 use crate::error::Error;

@@ -1,11 +1,10 @@
-//! The messages the actors pass: one partition on its way through the stages, with
-//! everything it holds. Dropping a job releases all of it.
+//! One partition on its way through the stages, with everything it holds. Dropping a job
+//! releases all of it. The actors pass it in an [`Advance`](super::pipeline::Advance).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use actix::Message;
 use bellperson::groth16::Proof;
 use blstrs::{Bls12, Scalar};
 
@@ -23,11 +22,6 @@ use crate::params::ProvingKey;
 use crate::request::{InFlightToken, PartitionInput, RequestState};
 use crate::stage::Stage;
 use crate::timeline::TimelineRecorder;
-
-/// Passes a partition to the next stage's actor.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Advance(pub Box<PartitionJob>);
 
 /// What a partition is uploaded from, all of it page-locked.
 pub struct StagedInputs {
