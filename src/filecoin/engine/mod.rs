@@ -39,6 +39,19 @@ use crate::plan::{staged_bytes_per_partition, witness_host_bytes};
 use crate::prover::{KeyFor, ProofHandle, Prover};
 use crate::{with_sector_shape, Error, Result, Scalar};
 
+mod api;
+mod keys;
+mod reference;
+mod synthesis;
+
+pub use api::{
+    generate_empty_sector_update_proof_with_vanilla, generate_single_window_post_with_vanilla,
+    generate_window_post_with_vanilla, generate_winning_post_with_vanilla, proofs_to_bytes, seal_commit_phase2,
+};
+use keys::KnownKey;
+use synthesis::measure_synthesis;
+pub use synthesis::SynthesisFigures;
+
 /// Where a proof's time went, in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct ProofTimings {
@@ -94,41 +107,6 @@ impl std::fmt::Debug for ProvenKind {
             .field("key", &self.key.as_ref().map(|_| "cached"))
             .finish()
     }
-}
-
-/// One partition's synthesis measured four ways on the same circuit and cores, with the
-/// check that the new way gives exactly the old way's witness (`bench --circuit`'s
-/// `synthesis` figures). Seconds of one run each.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct SynthesisFigures {
-    pub constraints: usize,
-    /// Threads the evaluation's rayon pool has (each synthesis itself runs on one).
-    pub threads: usize,
-    /// bellperson's way (its `ProvingAssignment`, which `Witness::synthesize` mirrors): a
-    /// `LinearCombination` built and evaluated for every term of every constraint.
-    pub full_seconds: f64,
-    /// Recording the constraint matrices with the witness: once per key.
-    pub record_seconds: f64,
-    /// Witness-only synthesis: bellperson's `WitnessCS`, no linear combination.
-    pub witness_only_seconds: f64,
-    /// a, b and c from the recorded matrices on the CPU (rayon).
-    pub evaluate_seconds: f64,
-    /// Witness-only synthesis and evaluation together, as a partition after the first pays.
-    pub per_proof_seconds: f64,
-    /// `full_seconds` over `per_proof_seconds`.
-    pub speedup: f64,
-    /// Whether witness-only synthesis and evaluation gave exactly the full synthesis's witness.
-    pub witnesses_equal: bool,
-    /// Terms of A, B and C together, and the matrices' host bytes.
-    pub terms: usize,
-    pub matrices_bytes: u64,
-    /// Host-to-device bytes a partition stages with a, b and c evaluated on the host (today's
-    /// pipeline), and with them evaluated on the device from resident matrices (inputs and aux
-    /// only): `plan::staged_bytes_per_partition`.
-    pub staged_bytes_host_evaluated: u64,
-    pub staged_bytes_device_evaluated: u64,
-    /// Host bytes the synthesis stage grants a partition of this key for its witness.
-    pub witness_host_bytes: u64,
 }
 
 /// Proves Filecoin's kinds on a [`Prover`], with parameters from one parameter directory.
@@ -224,22 +202,6 @@ impl<'p> FilecoinProver<'p> {
         &self.params_dir
     }
 
-    /// Proves the circuit whose `.params` file would be `params` with `key`, held in memory,
-    /// instead of reading the file (which need not exist): a test setup's key
-    /// ([`super::sparse::test_key`]), too large for the disk at 32 GiB. The `.vk` beside that
-    /// path must still be the key's, since filecoin-proofs' verifier reads it by name; the
-    /// key's shape is checked against each proof's circuits as a file's is. Proofs of such a
-    /// key are proven on the pipeline only (not on bellperson's reference path).
-    pub fn with_held_key(mut self, params: PathBuf, key: Arc<ProvingKey>) -> Self {
-        self.held.retain(|(path, _)| path != &params);
-        self.held.push((params, key));
-        self
-    }
-
-    fn held_key(&self, files: &ParamFiles) -> Option<&Arc<ProvingKey>> {
-        self.held.iter().find(|(path, _)| path == &files.params).map(|(_, key)| key)
-    }
-
     /// Proves the job a vanilla file holds, whatever its kind and sector size.
     pub fn prove_job(&self, job: &VanillaRequest) -> Result<ProvenKind> {
         let api_version = job.api_version()?;
@@ -278,7 +240,8 @@ impl<'p> FilecoinProver<'p> {
         let started = Instant::now();
         if porep_config.feature_enabled(ApiFeature::NonInteractivePoRep) {
             return Err(Error::Filecoin(
-                "non-interactive PoRep aggregates its proofs; snarkpipe proves interactive and synthetic PoRep only".into(),
+                "non-interactive PoRep aggregates its proofs; snarkpipe proves interactive and synthetic PoRep only"
+                    .into(),
             ));
         }
         let SealCommitPhase1Output { vanilla_proofs, comm_d, comm_r, replica_id, seed, ticket } = phase1_output;
@@ -484,181 +447,6 @@ impl<'p> FilecoinProver<'p> {
         })
     }
 
-    /// PoRep's public parameters for `porep_config` (its published partitions, or the
-    /// configuration's), and the parameter files they name.
-    fn porep_setup<Tree: 'static + MerkleTreeTrait>(
-        &self,
-        porep_config: &PoRepConfig,
-    ) -> Result<(
-        compound_proof::PublicParams<'static, stacked::StackedDrg<'static, Tree, DefaultPieceHasher>>,
-        ParamFiles,
-    )> {
-        let setup = compound_proof::SetupParams {
-            vanilla_params: filecoin_proofs::parameters::setup_params(porep_config)
-                .map_err(|e| filecoin_error("PoRep setup", e))?,
-            partitions: Some(usize::from(porep_config.partitions)),
-            priority: false,
-        };
-        let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::setup(&setup)
-            .map_err(|e| filecoin_error("PoRep public parameters", e))?;
-        let id = cache_id::<
-            StackedCompound<Tree, DefaultPieceHasher>,
-            stacked::StackedCircuit<Tree, DefaultPieceHasher>,
-            _,
-        >(&public_params.vanilla_params);
-        let files = self.files("PoRep", u64::from(porep_config.sector_size), id)?;
-        Ok((public_params, files))
-    }
-
-    /// Window or Winning PoSt's public parameters for `post_config` and `partitions` (None:
-    /// one), and the parameter files they name. The files are looked up before any vanilla
-    /// proof is checked: a missing file is the cheaper and the clearer error.
-    fn post_setup<Tree: 'static + MerkleTreeTrait>(
-        &self,
-        post_config: &PoStConfig,
-        partitions: Option<usize>,
-    ) -> Result<(compound_proof::PublicParams<'static, fallback::FallbackPoSt<'static, Tree>>, ParamFiles)> {
-        let (what, vanilla_params) = match post_config.typ {
-            PoStType::Window => ("Window PoSt", filecoin_proofs::parameters::window_post_setup_params(post_config)),
-            PoStType::Winning => (
-                "Winning PoSt",
-                filecoin_proofs::parameters::winning_post_setup_params(post_config)
-                    .map_err(|e| filecoin_error("Winning PoSt setup", e))?,
-            ),
-        };
-        let setup = compound_proof::SetupParams { vanilla_params, partitions, priority: post_config.priority };
-        let public_params = <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::setup(&setup)
-            .map_err(|e| filecoin_error("PoSt public parameters", e))?;
-        let id = cache_id::<FallbackPoStCompound<Tree>, fallback::FallbackPoStCircuit<Tree>, _>(
-            &public_params.vanilla_params,
-        );
-        let files = self.files(what, u64::from(post_config.sector_size), id)?;
-        Ok((public_params, files))
-    }
-
-    /// SnapDeals' public parameters for an update of `config`, and the parameter files they
-    /// name.
-    fn snap_setup<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
-        &self,
-        config: &SectorUpdateConfig,
-    ) -> Result<(compound_proof::PublicParams<'static, storage_proofs_update::EmptySectorUpdate<Tree>>, ParamFiles)>
-    {
-        let setup = compound_proof::SetupParams {
-            vanilla_params: storage_proofs_update::SetupParams { sector_bytes: u64::from(config.sector_size) },
-            partitions: Some(usize::from(config.update_partitions)),
-            priority: false,
-        };
-        let public_params =
-            <EmptySectorUpdateCompound<Tree> as CompoundProof<_, EmptySectorUpdateCircuit<Tree>>>::setup(&setup)
-                .map_err(|e| filecoin_error("SnapDeals public parameters", e))?;
-        let id = cache_id::<EmptySectorUpdateCompound<Tree>, EmptySectorUpdateCircuit<Tree>, _>(
-            &public_params.vanilla_params,
-        );
-        let files = self.files("SnapDeals", u64::from(config.sector_size), id)?;
-        Ok((public_params, files))
-    }
-
-    /// Loads the proving key of `kind` at `sector_size` from the parameter directory into the
-    /// prover's key cache, with its constraint matrices, without a proof: the shape the key is
-    /// cut for, and the matrices, are recorded from the compound proof's blank circuit (the
-    /// circuit filecoin-proofs generated the parameters from; no witness, so no value is
-    /// computed). A later proof of the kind finds the key cached and its partitions, the first
-    /// included, synthesized witness-only. What `snarkpipe serve --preload` does per name.
-    ///
-    /// A key the prover has cached, or whose matrices an earlier process kept beside the
-    /// parameters, is taken as it is, without recording the blank circuit. PoRep and SnapDeals
-    /// take the published partition count of the size; PoSt keys do not depend on it.
-    pub fn load_key(&self, kind: ProofKind, sector_size: u64) -> Result<Arc<ProvingKey>> {
-        let api_version = ApiVersion::V1_2_0;
-        with_sector_shape!(sector_size, Tree => match kind {
-            ProofKind::Porep => {
-                let config = porep_config(sector_size, [0; 32], api_version, None)?;
-                let (public_params, files) = self.porep_setup::<Tree>(&config)?;
-                self.blank_key(&files, StackedCompound::<Tree, DefaultPieceHasher>::blank_circuit(&public_params.vanilla_params))
-            }
-            ProofKind::Snap => {
-                let config = SectorUpdateConfig::from_porep_config(&porep_config(sector_size, [0; 32], api_version, None)?);
-                let (public_params, files) = self.snap_setup::<Tree>(&config)?;
-                self.blank_key(&files, EmptySectorUpdateCompound::<Tree>::blank_circuit(&public_params.vanilla_params))
-            }
-            ProofKind::WindowPost | ProofKind::WinningPost => {
-                let typ = if kind == ProofKind::WindowPost { PoStType::Window } else { PoStType::Winning };
-                let config = post_config(typ, sector_size, api_version)?;
-                let (public_params, files) = self.post_setup::<Tree>(&config, None)?;
-                self.blank_key(&files, FallbackPoStCompound::<Tree>::blank_circuit(&public_params.vanilla_params))
-            }
-        })
-    }
-
-    /// The key of `files` for the shape of `blank`, with the matrices recorded from it, unless
-    /// the key is known without a circuit ([`Self::known_key`]): recording a 32 GiB PoRep's
-    /// blank circuit is a core-minute, reading the kept matrices is not.
-    fn blank_key<C: Circuit<Scalar>>(&self, files: &ParamFiles, blank: C) -> Result<Arc<ProvingKey>> {
-        if let (Some(known), _) = self.known_key(files)? {
-            return Ok(known.key);
-        }
-        let matrices = ConstraintMatrices::record(blank)?;
-        let key = self.key(files, &matrices.shape())?;
-        key.recording.adopt(Arc::new(matrices));
-        Ok(key)
-    }
-
-    /// The key of `files` when no circuit is needed to find it, with its circuit's constraint
-    /// count: the one the prover's key cache holds for the file, else the one the constraint
-    /// matrices an earlier process kept beside the file give (their shape, their matrices).
-    /// Also the seconds spent reading those matrices and the file (zero on a cache hit).
-    fn known_key(&self, files: &ParamFiles) -> Result<(Option<KnownKey>, f64)> {
-        if let Some(key) = self.held_key(files) {
-            files.check(&key.vk)?;
-            // A held key without recorded matrices is found by the first partition's shape.
-            if let Some(constraints) = key.recording.matrices().map(|m| m.num_constraints()) {
-                return Ok((Some(KnownKey { key: key.clone(), constraints }), 0.0));
-            }
-            return Ok((None, 0.0));
-        }
-        if let Some((key, shape)) = self.prover.cached_key_for_path(&files.params)? {
-            files.check(&key.vk)?;
-            return Ok((Some(KnownKey { key, constraints: shape.num_constraints }), 0.0));
-        }
-        let loading = Instant::now();
-        let kept = self.prover.key_from_kept_matrices(&files.params, self.point_check)?;
-        let known = kept.and_then(|key| {
-            let constraints = key.recording.matrices()?.num_constraints();
-            Some(KnownKey { key, constraints })
-        });
-        if let Some(known) = &known {
-            files.check(&known.key.vk)?;
-        }
-        Ok((known, loading.elapsed().as_secs_f64()))
-    }
-
-    fn files(&self, what: &str, sector_size: u64, cache_id: String) -> Result<ParamFiles> {
-        let files = ParamFiles::new(
-            format!("{what} {}", sector_size_name(sector_size)),
-            &self.params_dir,
-            &cache_id,
-            sector_size,
-        );
-        if self.held_key(&files).is_none() {
-            files.require_params()?;
-        }
-        Ok(files)
-    }
-
-    /// The key of `files` for circuits of `shape`, from the prover's key cache: the file is
-    /// opened and decoded the first time only. The `.meta` and `.vk` beside it are checked
-    /// every time (they are small), so a replaced `.vk` is noticed.
-    fn key(&self, files: &ParamFiles, shape: &WitnessShape) -> Result<Arc<ProvingKey>> {
-        if let Some(key) = self.held_key(files) {
-            key.check_shape(shape)?;
-            files.check(&key.vk)?;
-            return Ok(key.clone());
-        }
-        let key = self.prover.key_for_path(&files.params, self.point_check, shape)?;
-        files.check(&key.vk)?;
-        Ok(key)
-    }
-
     /// Every partition's circuit, as `CompoundProof::circuit_proofs` builds them, proven on the
     /// pipeline with the kind's priority.
     fn prove_compound<'a, S, C, P>(
@@ -759,51 +547,6 @@ impl<'p> FilecoinProver<'p> {
         }
     }
 
-    /// The reference path of [`Self::bellperson_reference`]: the same circuits, bellperson's
-    /// prover.
-    fn prove_with_bellperson<'a, S, C, P>(
-        &self,
-        kind: ProofKind,
-        files: &ParamFiles,
-        public_inputs: &S::PublicInputs,
-        vanilla_proofs: Vec<S::Proof>,
-        public_params: &S::PublicParams,
-    ) -> Result<ProvenKind>
-    where
-        S: ProofScheme<'a>,
-        S::Proof: Sync + Send,
-        S::PublicParams: ParameterSetMetadata + Sync + Send,
-        S::PublicInputs: Clone + Sync,
-        C: Circuit<Scalar> + CircuitComponent + Send,
-        P: CompoundProof<'a, S, C>,
-    {
-        let mut timings = ProofTimings::default();
-        let loading = Instant::now();
-        let params = bellperson::groth16::Parameters::<Bls12>::build_mapped_parameters(files.params.clone(), false)
-            .map_err(|e| Error::io(format!("mapping {}", files.params.display()), e))?;
-        files.check(&params.vk)?;
-        timings.key_load = loading.elapsed().as_secs_f64();
-        let circuits = vanilla_proofs
-            .par_iter()
-            .enumerate()
-            .map(|(k, vanilla)| partition_circuit::<S, C, P>(public_inputs, vanilla, public_params, k))
-            .collect::<Result<Vec<C>>>()?;
-        let partitions = circuits.len();
-        let (r, s) = self.blinding(partitions);
-        let proving = Instant::now();
-        let proofs = bellperson::groth16::create_proof_batch(circuits, &params, r, s)?;
-        timings.gpu = proving.elapsed().as_secs_f64();
-        Ok(ProvenKind {
-            kind,
-            bytes: proofs_to_bytes(&proofs),
-            partitions,
-            constraints: 0,
-            timings,
-            synthesis: None,
-            key: None,
-        })
-    }
-
     /// Runs filecoin-proofs' verifier on the proof; a rejected proof is an error, never returned.
     fn verified(
         &self,
@@ -821,13 +564,6 @@ impl<'p> FilecoinProver<'p> {
             Err(Error::ProofRejected { kind: proven.kind.name() })
         }
     }
-}
-
-/// A key found without a circuit ([`FilecoinProver::known_key`]), with its circuit's
-/// constraint count.
-struct KnownKey {
-    key: Arc<ProvingKey>,
-    constraints: usize,
 }
 
 /// The most sectors of the partitions before the one [`FilecoinProver::window_post_partition`]
@@ -869,45 +605,6 @@ fn verify_window_post_partition<Tree: 'static + MerkleTreeTrait>(
     Ok(bellperson::groth16::verify_proof(&prepared, &proof, &inputs)?)
 }
 
-/// Synthesizes the circuit `circuit()` builds four ways (see [`SynthesisFigures`]), each on a
-/// fresh copy, and compares the witnesses.
-fn measure_synthesis<C: Circuit<Scalar>>(circuit: impl Fn() -> Result<C>) -> Result<SynthesisFigures> {
-    let timed = |started: Instant| started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let full = Witness::synthesize(circuit()?, SatisfactionCheck::Off)?;
-    let full_seconds = timed(started);
-    let started = Instant::now();
-    let (matrices, _) = ConstraintMatrices::record_with_witness(circuit()?)?;
-    let record_seconds = timed(started);
-    let started = Instant::now();
-    let (inputs, aux) = witness_assignment_sized(circuit()?, matrices.num_inputs(), matrices.num_aux())?;
-    let witness_only_seconds = timed(started);
-    let started = Instant::now();
-    let (a, b, c) = matrices.evaluate(&inputs, &aux)?;
-    let evaluate_seconds = timed(started);
-    let witnesses_equal =
-        a == full.a && b == full.b && c == full.c && inputs == full.input_assignment && aux == full.aux_assignment;
-    let per_proof_seconds = witness_only_seconds + evaluate_seconds;
-    let staged = staged_bytes_per_partition(&full.shape());
-    let domain = full.a.len().next_power_of_two();
-    Ok(SynthesisFigures {
-        constraints: full.a.len(),
-        threads: rayon::current_num_threads(),
-        full_seconds,
-        record_seconds,
-        witness_only_seconds,
-        evaluate_seconds,
-        per_proof_seconds,
-        speedup: if per_proof_seconds > 0.0 { full_seconds / per_proof_seconds } else { 0.0 },
-        witnesses_equal,
-        terms: matrices.a().num_terms() + matrices.b().num_terms() + matrices.c().num_terms(),
-        matrices_bytes: matrices.bytes(),
-        staged_bytes_host_evaluated: staged.host_evaluated,
-        staged_bytes_device_evaluated: staged.device_evaluated,
-        witness_host_bytes: witness_host_bytes(domain, full.input_assignment.len(), full.aux_assignment.len()),
-    })
-}
-
 /// Partition `k`'s circuit, built as `CompoundProof::circuit_proofs` builds it: from the whole
 /// public inputs, default component inputs and the partition's vanilla proof.
 fn partition_circuit<'a, S, C, P>(
@@ -928,16 +625,6 @@ where
         .map_err(|e| filecoin_error(&format!("building partition {k}'s circuit"), e))
 }
 
-/// filecoin-proofs' identifier of a compound proof's circuit, which names its parameter files.
-fn cache_id<P, C, PP>(public_params: &PP) -> String
-where
-    P: CacheableParameters<C, PP>,
-    C: Circuit<Scalar>,
-    PP: ParameterSetMetadata,
-{
-    P::cache_identifier(public_params)
-}
-
 fn refuse(bad: bool, why: &str) -> Result<()> {
     if bad {
         Err(Error::Filecoin(why.to_string()))
@@ -951,95 +638,4 @@ fn commitment(domain: &impl AsRef<[u8]>) -> Commitment {
     let mut out = [0u8; 32];
     out.copy_from_slice(domain.as_ref());
     out
-}
-
-/// Proofs back to back in bellperson's encoding: what filecoin-proofs' `MultiProof::write` and
-/// `proofs_to_bytes` both produce.
-pub fn proofs_to_bytes(proofs: &[Proof<Bls12>]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(proofs.len() * filecoin_proofs::SINGLE_PARTITION_PROOF_LEN);
-    for proof in proofs {
-        proof.write(&mut out).expect("writing to a Vec cannot fail");
-    }
-    out
-}
-
-/// `filecoin_proofs::seal_commit_phase2` on snarkpipe's shared prover, with parameters from
-/// filecoin-proofs' parameter cache.
-pub fn seal_commit_phase2<Tree: 'static + MerkleTreeTrait>(
-    porep_config: &PoRepConfig,
-    phase1_output: SealCommitPhase1Output<Tree>,
-    prover_id: ProverId,
-    sector_id: SectorId,
-) -> Result<SealCommitOutput> {
-    let prover = crate::compat::default_prover()?;
-    let proven = FilecoinProver::new(prover).seal_commit_phase2(porep_config, phase1_output, prover_id, sector_id)?;
-    Ok(SealCommitOutput { proof: proven.bytes })
-}
-
-/// `filecoin_proofs::generate_window_post_with_vanilla` on snarkpipe's shared prover.
-pub fn generate_window_post_with_vanilla<Tree: 'static + MerkleTreeTrait>(
-    post_config: &PoStConfig,
-    randomness: &ChallengeSeed,
-    prover_id: ProverId,
-    vanilla_proofs: Vec<FallbackPoStSectorProof<Tree>>,
-) -> Result<SnarkProof> {
-    if post_config.typ != PoStType::Window {
-        return Err(Error::Filecoin("generate_window_post_with_vanilla needs a Window PoSt configuration".into()));
-    }
-    let prover = crate::compat::default_prover()?;
-    Ok(FilecoinProver::new(prover).post(post_config, randomness, prover_id, vanilla_proofs)?.bytes)
-}
-
-/// `filecoin_proofs::generate_single_window_post_with_vanilla` on snarkpipe's shared prover:
-/// one partition's proof, as `merge_window_post_partition_proofs` takes it.
-pub fn generate_single_window_post_with_vanilla<Tree: 'static + MerkleTreeTrait>(
-    post_config: &PoStConfig,
-    randomness: &ChallengeSeed,
-    prover_id: ProverId,
-    vanilla_proofs: Vec<FallbackPoStSectorProof<Tree>>,
-    partition_index: usize,
-) -> Result<filecoin_proofs::PartitionSnarkProof> {
-    let prover = crate::compat::default_prover()?;
-    let proven = FilecoinProver::new(prover).window_post_partition(
-        post_config,
-        randomness,
-        prover_id,
-        vanilla_proofs,
-        partition_index,
-    )?;
-    Ok(filecoin_proofs::PartitionSnarkProof(proven.bytes))
-}
-
-/// `filecoin_proofs::generate_winning_post_with_vanilla` on snarkpipe's shared prover.
-pub fn generate_winning_post_with_vanilla<Tree: 'static + MerkleTreeTrait>(
-    post_config: &PoStConfig,
-    randomness: &ChallengeSeed,
-    prover_id: ProverId,
-    vanilla_proofs: Vec<FallbackPoStSectorProof<Tree>>,
-) -> Result<SnarkProof> {
-    if post_config.typ != PoStType::Winning {
-        return Err(Error::Filecoin("generate_winning_post_with_vanilla needs a Winning PoSt configuration".into()));
-    }
-    let prover = crate::compat::default_prover()?;
-    Ok(FilecoinProver::new(prover).post(post_config, randomness, prover_id, vanilla_proofs)?.bytes)
-}
-
-/// `filecoin_proofs::generate_empty_sector_update_proof_with_vanilla` on snarkpipe's shared
-/// prover.
-pub fn generate_empty_sector_update_proof_with_vanilla<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
-    porep_config: &PoRepConfig,
-    vanilla_proofs: Vec<PartitionProof<Tree>>,
-    comm_r_old: Commitment,
-    comm_r_new: Commitment,
-    comm_d_new: Commitment,
-) -> Result<EmptySectorUpdateProof> {
-    let prover = crate::compat::default_prover()?;
-    let proven = FilecoinProver::new(prover).empty_sector_update(
-        porep_config,
-        vanilla_proofs,
-        comm_r_old,
-        comm_r_new,
-        comm_d_new,
-    )?;
-    Ok(EmptySectorUpdateProof(proven.bytes))
 }
