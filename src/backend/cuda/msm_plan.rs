@@ -397,7 +397,7 @@ mod tests {
         // a random G2 MSM of 2^24 points at c = 20: 13 entries a point, 32 a bucket
         assert_eq!(bucket_method_for(true, 20, 13 << 24, buckets), BucketMethod::BatchAffine);
         assert_eq!(bucket_method_for(true, 20, 13 << 22, buckets), BucketMethod::BatchAffine, "8 a bucket");
-        // G1, where XYZZ measured faster
+        // G1: the curve never takes batch-affine
         assert_eq!(bucket_method_for(false, 20, 13 << 24, buckets), BucketMethod::Xyzz);
         // sparse buckets, too few entries, narrower windows
         assert_eq!(bucket_method_for(true, 20, 13 << 21, buckets), BucketMethod::Xyzz, "4 a bucket");
