@@ -89,10 +89,6 @@ fn collect_cu(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
         if path.is_dir() {
-            // kernels/harness holds standalone test programs (own main), not crate kernels.
-            if path.file_name().is_some_and(|n| n == "harness") {
-                continue;
-            }
             collect_cu(&path, out);
         } else if path.extension().is_some_and(|e| e == "cu") {
             out.push(path);

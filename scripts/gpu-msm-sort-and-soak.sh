@@ -9,7 +9,7 @@
 #   SNARKPIPE_REQUIRE_NVCC=1 cargo test --release --no-run --test cuda_kernels --test soak
 #   SNARKPIPE_REQUIRE_NVCC=1 cargo bench --no-run --bench cuda_kernels
 #   peers/supraseal-c2/build-here.sh
-#   kernels/harness/batch_affine.sh build .gpu/batch-affine
+#   lab/harness/batch_affine.sh build .gpu/batch-affine
 # then copy into .gpu/: tests/cuda_kernels-*, tests/soak-*, cuda_kernels_bench (the bench
 # executable), snarkpipe-vs-supraseal; strip; pack (tar czf .gpu-z/b.tgz .gpu), carry .gpu-z and
 # unpack first (tar xzf .gpu-z/b.tgz).
@@ -17,7 +17,7 @@
 # (binaries under .gpu/, default snarkpipe), PART_ROUNDS), SOAK (partitions, default 10000),
 # BENCH_LOGS (MSM sizes of the kernel bench, default "24 26"), BENCH_PARTS (default g1,g2),
 # RACE_LOGS (default 24,26,27), BA_CURVE and BA_G2_LOG (the batch-affine harness's curves and
-# largest G2 size, kernels/harness/batch_affine_harness.cu),
+# largest G2 size, lab/harness/batch_affine_harness.cu),
 # and a cap in seconds per step: TEST_CAP, BENCH_CAP, RACE_CAP, AFFINE_CAP, SOAK_CAP.
 # Writes under $OUT: gpu.txt, tests.log, bench-*.log (with bench-*.md), race.txt/race.json/
 # race.log, batch-affine.txt, partition-BIN-ROUND.json/.log, soak.log, packed at the end into $OUT/results.tgz. Exits nonzero

@@ -1,4 +1,5 @@
-//! The CPU model of bucket accumulation (`snarkpipe::math::bucket`): both accumulators, XYZZ
+//! The CPU model of bucket accumulation (`lab/bucket.rs`, compiled in here: it is no part of the
+//! library): both accumulators, XYZZ
 //! and batch-affine, give blst's MSM result byte for byte, through every special case of the
 //! addition law; their operation counts are what the formulas promise; and the cost model picks
 //! the accumulator the counts find cheaper.
@@ -11,7 +12,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use snarkpipe::bench::floor::{G1_MADD, G2_MADD};
-use snarkpipe::math::bucket::{
+// The model's whole surface is compiled in; this file reads only part of it.
+#[allow(dead_code)]
+#[path = "../lab/bucket.rs"]
+mod bucket;
+
+use bucket::{
     accumulate_window, addition_estimates, choose_accumulation, msm, msm_chosen, Accumulation, AccumulationCosts,
     AccumulationStats, BucketCurve, Point,
 };

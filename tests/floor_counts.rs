@@ -1,5 +1,5 @@
 //! The bench's floor counts what the MSM kernels' point formulas really perform: the harness
-//! `kernels/harness/op_count.cpp` runs the formulas of `kernels/ec/xyzz.cuh` on the host through
+//! `lab/harness/op_count.cpp` runs the formulas of `kernels/ec/xyzz.cuh` on the host through
 //! the kernels' own field code, counting every Fp multiplication and squaring, and the floor's
 //! constants must equal what it counts. A formula changed in the kernels (or a floor constant
 //! typed in) fails here. Needs a host C++ compiler (`CXX`, or `g++`).
@@ -14,7 +14,7 @@ fn counted() -> BTreeMap<(String, String), FpOps> {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("op_count");
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels/harness/op_count.cpp");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/lab/harness/op_count.cpp");
     let built = Command::new(&cxx)
         .args(["-O1", "-std=c++17", "-o"])
         .arg(&exe)

@@ -26,7 +26,7 @@
 #define MONT_OPERAND mont_t
 
 // Host-only counts of the multiplications and squarings of the outlined (12-limb: Fp) field,
-// for the bench's floor: kernels/harness/op_count.cpp defines SNARKPIPE_COUNT_FP_OPS and runs
+// for the bench's floor: lab/harness/op_count.cpp defines SNARKPIPE_COUNT_FP_OPS and runs
 // the point formulas on the host, and tests/floor_counts.rs pins the floor's counts to what it
 // prints. Nothing is counted on the device or in any other build.
 #if defined(SNARKPIPE_COUNT_FP_OPS) && !defined(__CUDA_ARCH__)

@@ -32,7 +32,7 @@
 // other; x1 ≠ x2 → addition; x1 = x2 and y1 = y2 ≠ 0 → doubling, λ = 3x²/2y, whose denominator
 // joins the batch; otherwise P1 = −P2 → the identity. Only additions and doublings divide.
 //
-// kernels/harness/batch_affine_harness.cu is the measured prototype these kernels come from
+// lab/harness/batch_affine_harness.cu is the measured prototype these kernels come from
 // (its "grid" mode with the hybrid finish); it also checks the operation counts on the host.
 #pragma once
 #include "buckets.cuh"

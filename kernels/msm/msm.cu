@@ -152,7 +152,7 @@ extern "C" __global__ void msm_scatter_indexed(const fr_t* scalars, const u32* i
 // Sizes. 2^11 bins a window at most (BIN_LOG_MAX): phase A's per-bin counters take 8 KiB of
 // shared memory and its tiles of 4096 scalars average 2 entries a bin when all bins are in use.
 // The bins are that many so that a bin of a 2^25-point pass (2^14 entries on average) fits a
-// block's stage (64 KiB and a margin); kernels/harness/scatter_harness.cu measured 2^9..2^11 and
+// block's stage (64 KiB and a margin); lab/harness/scatter_harness.cu measured 2^9..2^11 and
 // 2^11 was the fastest. The bins' width follows: at c = 20 (2^19 buckets a window, the widest the
 // host picks) 256 buckets, phase B's 1 KiB of shared cursors (BIN_LOG_WIDTH_MAX).
 //

@@ -11,7 +11,7 @@
 // Twiddles ω^e (e < n/2) come from one table built on the device.
 // The inverse is the forward transform followed by i -> n-i and a scale by 1/n; cosets scale
 // element i by g^i before (forward) or by g^-i after (inverse).
-// Launch geometry is chosen in src/backend/cuda/ntt.rs (and mirrored in kernels/harness).
+// Launch geometry is chosen in src/backend/cuda/ntt.rs (and mirrored in lab/harness).
 #include "../ff/bls12_381.cuh"
 
 #define NTT_LOG_BLOCK 10

@@ -5,7 +5,6 @@
 //! unity, same coset generator), so device backends can be checked against it value by value.
 
 pub mod affine;
-pub mod bucket;
 pub mod domain;
 pub mod fixed_base;
 pub mod msm;

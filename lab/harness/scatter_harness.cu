@@ -2,14 +2,14 @@
 // timed on the same data and checked against each other, in one standalone harness. Built with
 // nvcc alone (no Rust, no cudarc):
 //
-//   nvcc -arch=sm_90 -O3 -std=c++17 -DSCATTER_HARNESS -o scatter kernels/harness/scatter_harness.cu
+//   nvcc -arch=sm_90 -O3 -std=c++17 -DSCATTER_HARNESS -o scatter lab/harness/scatter_harness.cu
 //   ./scatter [--logs=24,25] [--equal=24] [--seed=S] [--reps=5] [--full-window=W] [--samples=K]
 //
 // --logs: the sizes 2^N of the random profile; --equal: the size of the equal-scalars profile
 // (0: none); --full-window: the window whose every bucket the host compares exactly (default the
 // top window); --samples: buckets, over all windows, the host compares exactly.
-// kernels/harness/scatter.sh builds and runs it. Everything sits under SCATTER_HARNESS: without
-// the macro this file compiles to nothing (build.rs also skips kernels/harness).
+// lab/harness/scatter.sh builds and runs it. Everything sits under SCATTER_HARNESS: without
+// the macro this file compiles to nothing (it lies outside kernels/, which build.rs compiles).
 //
 // ---- What is sorted ---------------------------------------------------------------------------
 // n canonical scalars below 2^255 (random 256-bit words with the top bit cleared; the
@@ -70,7 +70,7 @@
 #include <thread>
 #include <vector>
 
-#include "../msm/msm.cu"
+#include "../../kernels/msm/msm.cu"
 
 #include "cuda_check.h"
 

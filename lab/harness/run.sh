@@ -2,7 +2,7 @@
 # Builds the NTT/field harness (here, where nvcc is) into a folder, with a script that runs it on
 # the GPU machine: checks + benchmarks, a variant built with the eo_cc multiplications, and
 # compute-sanitizer runs.
-#   kernels/harness/run.sh build DIR     # then run DIR/run.sh there (logs under $OUT or DIR/out)
+#   lab/harness/run.sh build DIR     # then run DIR/run.sh there (logs under $OUT or DIR/out)
 set -e
 if [ "$1" = build ]; then
     dir=${2:?build DIR}
@@ -10,8 +10,8 @@ if [ "$1" = build ]; then
     NVCC=${NVCC:-$(ls "$root"/.cuda/lib/python3*/site-packages/nvidia/cu13/bin/nvcc /work/main/.cuda/lib/python3*/site-packages/nvidia/cu13/bin/nvcc 2>/dev/null | head -1)}
     lib=$(dirname "$(dirname "$NVCC")")/lib
     mkdir -p "$dir"
-    "$NVCC" -arch=sm_90 -O3 -DNTT_HARNESS -L"$lib" -o "$dir/ntt_harness" "$root/kernels/harness/ntt_harness.cu"
-    "$NVCC" -arch=sm_90 -O3 -DNTT_HARNESS -L"$lib" -DFR_MUL_PTX=fr_mul_eo_cc -DFP_MUL_PTX=fp_mul_eo_cc -o "$dir/ntt_harness_cc" "$root/kernels/harness/ntt_harness.cu"
+    "$NVCC" -arch=sm_90 -O3 -DNTT_HARNESS -L"$lib" -o "$dir/ntt_harness" "$root/lab/harness/ntt_harness.cu"
+    "$NVCC" -arch=sm_90 -O3 -DNTT_HARNESS -L"$lib" -DFR_MUL_PTX=fr_mul_eo_cc -DFP_MUL_PTX=fp_mul_eo_cc -o "$dir/ntt_harness_cc" "$root/lab/harness/ntt_harness.cu"
     cp "$0" "$dir/run.sh"
     exit 0
 fi

@@ -1,5 +1,6 @@
 //! The bucket method of an MSM, modelled on the CPU with every field operation counted, to
 //! compare two ways of accumulating a window's buckets before either is written as a kernel.
+//! A lab model, not the library's: `tests/bucket_accumulation.rs` compiles it in (`#[path]`).
 //!
 //! In each window of `c` bits a point goes into the bucket of its scalar's digit there; the
 //! window's sum is then `Σ d · bucket_d` (a running sum over the buckets), and the windows are
@@ -45,7 +46,7 @@ use blstrs::{Fp, Fp2, G1Affine, G2Affine};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
 
-use crate::Scalar;
+use blstrs::Scalar;
 
 /// Field operations, counted in Fp operations (see the module documentation).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -694,9 +695,16 @@ pub fn choose_accumulation<C: BucketCurve>(points: usize, buckets: usize, costs:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::fresh_rng;
     use group::{Curve, Group};
+    use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    /// A fresh RNG, its seed printed so that a failure can be replayed.
+    fn fresh_rng(test: &str) -> ChaCha8Rng {
+        let seed: u64 = rand::thread_rng().gen();
+        eprintln!("{test}: seed {seed}");
+        ChaCha8Rng::seed_from_u64(seed)
+    }
 
     fn random_point<C: BucketCurve + PrimeCurveAffine>(rng: &mut ChaCha8Rng) -> Point<C::Base> {
         C::Curve::random(rng).to_affine().coordinates().expect("a random point is not the identity")

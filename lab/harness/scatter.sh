@@ -1,12 +1,12 @@
 #!/bin/bash
 # The MSM's bucket sort in variants (direct, production binned, staged phase B, digits once),
 # timed on the same data and checked against each other (kernels/NOTES.md "MSM" step 3): builds
-# kernels/harness/scatter_harness.cu with nvcc and runs it on the GPU.
+# lab/harness/scatter_harness.cu with nvcc and runs it on the GPU.
 #
-#   kernels/harness/scatter.sh [--logs=24,25] [--equal=24] [--seed=S] [--reps=5] [--full-window=W] [--samples=K]
+#   lab/harness/scatter.sh [--logs=24,25] [--equal=24] [--seed=S] [--reps=5] [--full-window=W] [--samples=K]
 #       build (into $BUILD, default a fresh temporary folder) and run; the options go to the
 #       harness (its header says what they do)
-#   kernels/harness/scatter.sh build DIR
+#   lab/harness/scatter.sh build DIR
 #       build only, here where nvcc is: DIR/scatter, DIR/ptxas.txt (registers and spills) and a
 #       copy of this script and nvcc_harness.sh; then run DIR/scatter.sh on the GPU machine, which uses the binary
 #       beside it (carry DIR there)

@@ -1,9 +1,9 @@
 // Standalone correctness harness and benchmark for the field arithmetic and the Fr NTT kernels
 // (kernels/ff, kernels/ntt), built with nvcc alone: no Rust, no cudarc.
 //
-//   nvcc -arch=sm_90 -O3 -DNTT_HARNESS -o ntt_harness kernels/harness/ntt_harness.cu
+//   nvcc -arch=sm_90 -O3 -DNTT_HARNESS -o ntt_harness lab/harness/ntt_harness.cu
 //   ./ntt_harness [max_log=27 (0: checks only)] [check_max_log=22] [field_log=24]
-// kernels/harness/run.sh builds it and runs checks, benchmarks and compute-sanitizer on a GPU machine.
+// lab/harness/run.sh builds it and runs checks, benchmarks and compute-sanitizer on a GPU machine.
 //
 // Checks (fresh random inputs every run: the seed comes from the clock and is printed):
 //  * PTX field arithmetic (mont_ptx.cuh) against the portable C++ CIOS for Fr and Fp: mul, add,
@@ -17,8 +17,8 @@
 // NTT 2^20..2^max_log (default 27) with a per-kernel breakdown, the inverse, and a device copy.
 // Exit status 1 on any mismatch or CUDA error.
 //
-// Everything sits under NTT_HARNESS: build.rs compiles every kernels/**/*.cu into the crate, and
-// without the macro this file is empty there (no extra build time, nothing embedded).
+// Everything sits under NTT_HARNESS: without the macro this file compiles to nothing (it lies
+// outside kernels/, which build.rs compiles into the crate).
 #ifdef NTT_HARNESS
 #include <algorithm>
 #include <chrono>
@@ -27,7 +27,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../ntt/ntt.cu"
+#include "../../kernels/ntt/ntt.cu"
 
 #define CK(x)                                                                                   \
     do {                                                                                        \

@@ -3,7 +3,7 @@
 // kernels' own field code with its host-only counter (SNARKPIPE_COUNT_FP_OPS, kernels/ff/mont.cuh).
 // tests/floor_counts.rs builds and runs it and pins the bench's floor (src/bench/floor.rs) to
 // what it prints, one line per formula: "<group> <formula> muls=<n> sqrs=<n>".
-//   g++ -O1 -std=c++17 -o /tmp/op_count kernels/harness/op_count.cpp && /tmp/op_count
+//   g++ -O1 -std=c++17 -o /tmp/op_count lab/harness/op_count.cpp && /tmp/op_count
 #define SNARKPIPE_COUNT_FP_OPS 1
 #include "generators.h"
 #include <cstdio>

@@ -1,12 +1,12 @@
 #!/bin/bash
 # Batch-affine bucket accumulation against the production XYZZ bucket loop, G1 and G2 (issue 21
-# §3): builds kernels/harness/batch_affine_harness.cu with nvcc and runs it on the GPU.
+# §3): builds lab/harness/batch_affine_harness.cu with nvcc and runs it on the GPU.
 #
-#   kernels/harness/batch_affine.sh [max_log=24] [big_windows=13] [seed] [--curve=g1|g2|both] [--g2-log=22]
+#   lab/harness/batch_affine.sh [max_log=24] [big_windows=13] [seed] [--curve=g1|g2|both] [--g2-log=22]
 #       build (into $BUILD, default a fresh temporary folder) and run; --curve (or $BA_CURVE)
 #       picks the curves, both by default; --g2-log (or $BA_G2_LOG) G2's largest size, by default
 #       min(22, max_log)
-#   kernels/harness/batch_affine.sh build DIR
+#   lab/harness/batch_affine.sh build DIR
 #       build only, here where nvcc is: DIR/batch_affine, DIR/ptxas.txt (registers and spills)
 #       and copies of this script and nvcc_harness.sh; then run DIR/batch_affine.sh on the GPU machine, which uses
 #       the binary beside it (carry DIR there)

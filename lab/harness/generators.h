@@ -1,7 +1,7 @@
 // The generators of G1 and G2 (affine, Montgomery form, little-endian 32-bit limbs), for the
 // host harnesses that run the point formulas without a GPU.
 #pragma once
-#include "../ec/xyzz.cuh"
+#include "../../kernels/ec/xyzz.cuh"
 
 static const u32 G1X[12] = {0xfd530c16, 0x5cb38790, 0x9976fff5, 0x7817fc67, 0x143ba1c1, 0x154f95c7, 0xf3d0e747, 0xf0ae6acd, 0x21dbf440, 0xedce6ecc, 0x9e0bfb75, 0x12017741};
 static const u32 G1Y[12] = {0x0ce72271, 0xbaac93d5, 0x7918fd8e, 0x8c22631a, 0x570725ce, 0xdd595f13, 0x50405194, 0x51ac5829, 0xad0059c0, 0x0e1c8c3f, 0x5008a26a, 0x0bbc3efc};

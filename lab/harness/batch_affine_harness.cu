@@ -3,22 +3,22 @@
 // `bucket_chunks`, as msm_g1_buckets / msm_g2_buckets, + msm.cu's fix-up), in one standalone
 // harness. Built with nvcc alone (no Rust, no cudarc):
 //
-//   nvcc -arch=sm_90 -O3 -DBATCH_AFFINE_HARNESS -o batch_affine kernels/harness/batch_affine_harness.cu
+//   nvcc -arch=sm_90 -O3 -DBATCH_AFFINE_HARNESS -o batch_affine lab/harness/batch_affine_harness.cu
 //   ./batch_affine [max_log_points=24] [big_windows=13 (0: skip the whole-MSM sizes)] [seed]
 //                  [--curve=g1|g2|both] [--g2-log=N]
 //
 // --curve picks the curves (default $BA_CURVE, else both: G1, then G2); --g2-log sets G2's
 // largest size 2^N (default $BA_G2_LOG, else min(22, max_log_points)). Options may stand anywhere
-// among the positional arguments. kernels/harness/batch_affine.sh builds and runs it. The same
+// among the positional arguments. lab/harness/batch_affine.sh builds and runs it. The same
 // file also builds for the host with g++, where every kernel body runs on the CPU one "thread"
 // after another over small inputs (the production bucket kernels too, through a few shims), and
 // where the Fp operations are counted (SNARKPIPE_COUNT_FP_OPS, kernels/ff/mont.cuh) to check the
 // counts printed for the GPU, for both curves:
 //
-//   g++ -O2 -std=c++17 -x c++ -DBATCH_AFFINE_HARNESS -o /tmp/bah kernels/harness/batch_affine_harness.cu && /tmp/bah
+//   g++ -O2 -std=c++17 -x c++ -DBATCH_AFFINE_HARNESS -o /tmp/bah lab/harness/batch_affine_harness.cu && /tmp/bah
 //
 // Everything sits under BATCH_AFFINE_HARNESS: without the macro this file compiles to nothing
-// (build.rs also skips kernels/harness).
+// (it lies outside kernels/, which build.rs compiles).
 //
 // ---- The algorithm ----------------------------------------------------------------------------
 // Entries are sorted by bucket (`ends[b]` = end offset of bucket b, as buckets.cuh takes them).
@@ -133,12 +133,12 @@
 
 #if defined(__CUDACC__)
 #include <cub/device/device_scan.cuh>
-#include "../msm/msm.cu"
+#include "../../kernels/msm/msm.cu"
 #define BA_GPU 1
 #include "cuda_check.h"
 #else
-#include "../check/host_shims.h"
-#include "../msm/msm.cu"
+#include "../../kernels/check/host_shims.h"
+#include "../../kernels/msm/msm.cu"
 #define BA_GPU 0
 #endif
 #include "generators.h"

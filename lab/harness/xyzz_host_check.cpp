@@ -1,5 +1,5 @@
 // XYZZ formulas (kernels/ec/xyzz.cuh) against the Jacobian ones on the host, no GPU needed:
-//   g++ -O2 -std=c++17 -o /tmp/xc kernels/harness/xyzz_host_check.cpp && /tmp/xc
+//   g++ -O2 -std=c++17 -o /tmp/xc lab/harness/xyzz_host_check.cpp && /tmp/xc
 #include "generators.h"
 #include <cstdio>
 fp_t ld(const u32* c) { return generator_limbs(c); }
