@@ -1,7 +1,8 @@
 //! The architecture as the source states it: the files of `src/` import each other without a
 //! cycle (so neither do the top-level modules), reading through re-exports (`pub use`, at the
 //! crate root and in any module) to the file that defines what is named, tests inside `src/`
-//! included; and `unsafe` code stays in the CUDA backend.
+//! included; `unsafe` code stays in the CUDA backend; and `actors.md` has one section per file
+//! of `src/actors/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -685,4 +686,39 @@ fn the_lock_scan_sees_imports_split_over_lines() {
             poisoning_locks_in(source)
         );
     }
+}
+
+/// What stands between `document` and a one-to-one mirror of `files`: each file without its
+/// `### \`name.rs\`` section, and each such section without its file.
+fn mirror_gaps(document: &str, files: &BTreeSet<String>) -> Vec<String> {
+    let sections: BTreeSet<String> = document
+        .lines()
+        .filter_map(|line| line.strip_prefix("### `"))
+        .filter_map(|rest| rest.split('`').next())
+        .filter(|name| name.ends_with(".rs"))
+        .map(String::from)
+        .collect();
+    let mut gaps: Vec<String> = files.difference(&sections).map(|f| format!("{f} has no section")).collect();
+    gaps.extend(sections.difference(files).map(|s| format!("the section {s} has no file")));
+    gaps
+}
+
+#[test]
+fn actors_md_mirrors_src_actors() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files: BTreeSet<String> = std::fs::read_dir(root.join("src/actors"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rs"))
+        .collect();
+    assert!(files.contains("job.rs") && files.contains("pipeline.rs"), "{files:?}");
+    let document = std::fs::read_to_string(root.join("actors.md")).unwrap();
+    let gaps = mirror_gaps(&document, &files);
+    assert!(gaps.is_empty(), "actors.md must mirror src/actors/ one to one: {gaps:?}");
+    // The negative twins: a file renamed without its section, and a section left for a file gone.
+    let renamed: BTreeSet<String> = files.iter().map(|f| f.replace("job.rs", "messages.rs")).collect();
+    assert_eq!(
+        mirror_gaps(&document, &renamed),
+        ["messages.rs has no section", "the section job.rs has no file"].map(String::from)
+    );
 }
