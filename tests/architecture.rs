@@ -1,7 +1,7 @@
 //! The architecture as the source states it: the files of `src/` import each other without a
 //! cycle (so neither do the top-level modules), reading through re-exports (`pub use`, at the
-//! crate root and in any module) to the file that defines what is named, tests inside `src/`
-//! included; `unsafe` code stays in the CUDA backend; and `actors.md` has one section per file
+//! crate root and in any module) to the file that defines what is named (tests inside `src/`
+//! count between top-level modules); `unsafe` code stays in the CUDA backend; and `actors.md` has one section per file
 //! of `src/actors/`.
 
 use std::collections::{BTreeMap, BTreeSet};
