@@ -21,7 +21,7 @@
 
 #include "host_shims.h"
 #include "../msm/msm.cu"
-#include "../harness/generators.h"
+#include "generators.h"
 
 template <class F> struct curve;
 template <> struct curve<fp_t> {

@@ -141,7 +141,7 @@
 #include "../../kernels/msm/msm.cu"
 #define BA_GPU 0
 #endif
-#include "generators.h"
+#include "../../kernels/check/generators.h"
 
 typedef unsigned char u8;
 #define BA_DEV __device__ __forceinline__

@@ -5,7 +5,7 @@
 // what it prints, one line per formula: "<group> <formula> muls=<n> sqrs=<n>".
 //   g++ -O1 -std=c++17 -o /tmp/op_count lab/harness/op_count.cpp && /tmp/op_count
 #define SNARKPIPE_COUNT_FP_OPS 1
-#include "generators.h"
+#include "../../kernels/check/generators.h"
 #include <cstdio>
 
 // Runs `op` once and prints the Fp operations it performed.

@@ -1,6 +1,6 @@
 // XYZZ formulas (kernels/ec/xyzz.cuh) against the Jacobian ones on the host, no GPU needed:
 //   g++ -O2 -std=c++17 -o /tmp/xc lab/harness/xyzz_host_check.cpp && /tmp/xc
-#include "generators.h"
+#include "../../kernels/check/generators.h"
 #include <cstdio>
 fp_t ld(const u32* c) { return generator_limbs(c); }
 template <class F> bool same(const jacobian_t<F>& a, const jacobian_t<F>& b) {
