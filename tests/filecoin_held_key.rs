@@ -230,40 +230,54 @@ fn the_cli_proves_a_sparse_sector_with_a_test_setup() {
 /// `.params`; the second finds them and synthesizes no partition before proving. Before the
 /// fix the first partition, synthesized to find the key by its shape, recorded nothing, and
 /// a one-partition proof never recorded the matrices at all: every process paid a full
-/// synthesis (`first_synthesis` equal to `synthesis`).
+/// synthesis (`first_synthesis` equal to `synthesis`; shown with two PoRep runs). The test
+/// proves a Winning PoSt, whose circuit is small: the path is the same for every kind.
 #[test]
 fn a_second_process_finds_the_matrices_the_first_kept_and_synthesizes_no_partition_first() {
-    let d = dirs();
     let scratch = tempfile::tempdir_in(filecoin::fixture_root()).unwrap();
+    // A freshly sealed sector's Winning PoSt job, its parameters from the shared directory
+    // (generated there when missing).
+    let made = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+        .args(["fixtures", "--kinds", "winning-post", "--params-dir"])
+        .arg(filecoin::params_dir())
+        .arg("--out")
+        .arg(scratch.path().join("jobs"))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let made: serde_json::Value = serde_json::from_slice(&made.stdout).unwrap();
+    let job = made[0]["path"].as_str().unwrap().to_string();
+    // A parameter directory of its own with no kept matrices: links to the shared files.
     let params = scratch.path().join("params");
     std::fs::create_dir_all(&params).unwrap();
-    for file in [&d.shared.params, &d.shared.vk] {
-        std::os::unix::fs::symlink(file, params.join(file.file_name().unwrap())).unwrap();
+    for entry in std::fs::read_dir(filecoin::params_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_file() && (name.ends_with(".params") || name.ends_with(".vk") || name.ends_with(".meta")) {
+            std::os::unix::fs::symlink(&path, params.join(&name)).unwrap();
+        }
     }
-    let job = sparse_job(scratch.path());
-    let prove = || {
-        let proved = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
-            .args(["prove", "--kind", "porep", "--backend", "cpu", "--json", "--vanilla", &job, "--params-dir"])
+    let prove = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
+            .args(["prove", "--kind", "winning-post", "--backend", "cpu", "--json", "--vanilla", &job, "--params-dir"])
             .arg(&params)
+            .args(extra)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let first_synthesis = |proved: std::process::Output| {
         assert!(proved.status.success(), "{}", String::from_utf8_lossy(&proved.stderr));
         let report: serde_json::Value = serde_json::from_slice(&proved.stdout).unwrap();
         report["seconds"]["first_synthesis"].as_f64().unwrap()
     };
-    assert!(prove() > 0.0, "the first process found a key without synthesizing a partition");
+    assert!(first_synthesis(prove(&[])) > 0.0, "the first process found a key without synthesizing a partition");
     let names: Vec<String> =
         std::fs::read_dir(&params).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(names.iter().any(|n| n.ends_with(".params.snarkpipe-matrices")), "no matrices kept: {names:?}");
     assert!(!names.iter().any(|n| n.ends_with(".tmp")), "a matrices write was cut short: {names:?}");
-    assert_eq!(prove(), 0.0, "the second process synthesized a partition before proving");
+    assert_eq!(first_synthesis(prove(&[])), 0.0, "the second process synthesized a partition before proving");
     // --synthesis-memory bounds the witnesses in flight: one that cannot fit is refused.
-    let refused = Command::new(env!("CARGO_BIN_EXE_snarkpipe"))
-        .args(["prove", "--kind", "porep", "--backend", "cpu", "--synthesis-memory", "1MiB", "--vanilla", &job])
-        .arg("--params-dir")
-        .arg(&params)
-        .output()
-        .unwrap();
+    let refused = prove(&["--synthesis-memory", "4KiB"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("1048576") && !stderr.contains("panicked"), "{stderr}");
+    assert!(!refused.status.success() && stderr.contains("4096") && !stderr.contains("panicked"), "{stderr}");
 }
